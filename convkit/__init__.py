@@ -1,0 +1,78 @@
+"""convkit: check the theory of communication-efficient distributed SGD against simulation.
+
+Quick start::
+
+    import convkit as ck
+    prob = ck.problems.LeastSquares.gaussian(d=50, spectrum="1/i", noise=1.0, seed=0)
+    algo = ck.LocalSGD(workers=16, step=ck.PolyDecay(C=0.5, alpha=0.75), comm=ck.Rounds(100))
+    res = ck.simulate(prob, algo, gradients=10**6, replicates=200, seed=1)
+    res.frame  # tidy pandas DataFrame
+
+Heavy modules (sympy-based ``convkit.bounds``, plotting) are imported lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+from . import problems
+from .algorithms.base import Algorithm
+from .algorithms.local import MBA, OSA, LocalSGD
+from .backend import Backend
+from .problems import LeastSquares
+from .result import Result
+from .schedules import (
+    At,
+    Constant,
+    Every,
+    EveryStep,
+    Final,
+    Geometric,
+    PolyDecay,
+    Polynomial,
+    Rounds,
+)
+from .simulate import DivergenceWarning, simulate
+
+_LAZY_MODULES = {
+    "bounds",
+    "checks",
+    "compression",
+    "topology",
+    "exact",
+    "sweep",
+    "plotting",
+    "algorithms",
+}
+
+__all__ = [
+    "MBA",
+    "OSA",
+    "Algorithm",
+    "At",
+    "Backend",
+    "Constant",
+    "DivergenceWarning",
+    "Every",
+    "EveryStep",
+    "Final",
+    "Geometric",
+    "LeastSquares",
+    "LocalSGD",
+    "PolyDecay",
+    "Polynomial",
+    "Result",
+    "Rounds",
+    "__version__",
+    "problems",
+    "simulate",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'convkit' has no attribute {name!r}")

@@ -1,0 +1,107 @@
+"""The algorithm protocol driven by :func:`convkit.simulate`.
+
+An algorithm is a small object with explicit state (in the spirit of optax):
+
+* :meth:`Algorithm.init` builds the state from the starting models ``(R, P, d)``;
+* :meth:`Algorithm.step` performs local step ``k``: it asks the step's
+  :class:`~convkit.problems.base.GradientOracle` for stochastic gradients at the points it
+  needs (all gradient calls of one step share the same samples) and returns the new state (it
+  may update arrays in place: the engine owns the state);
+* :meth:`Algorithm.models` gives the workers' current models ``(R, P, d)``; the engine
+  Polyak-Ruppert-averages their mean over workers;
+* :meth:`Algorithm.comm_counts` reports the communication, cumulated after each local step
+  (rounds, messages, bits).
+
+Local step ``k`` runs from 1 to ``n``.  All workers take the same step size ``gamma_k``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from ..problems.base import GradientOracle
+from ..schedules import StepSize
+from ..validation import check_int
+
+__all__ = ["Algorithm"]
+
+
+class Algorithm(ABC):
+    """Base class of convkit algorithms (see the module docstring)."""
+
+    #: number of workers / nodes P
+    workers: int
+    #: per-worker batch size b
+    batch: int
+    #: step-size schedule
+    step_size: StepSize
+    #: number of (R, P, d) arrays the state holds (for memory planning)
+    state_arrays: int = 1
+    #: display name (unique within one simulate call)
+    name: str | None = None
+
+    def __init__(self, workers: int, step: StepSize, batch: int = 1, name: str | None = None):
+        self.workers = check_int("workers", workers, low=1)
+        self.batch = check_int("batch", batch, low=1)
+        if not isinstance(step, StepSize):
+            raise TypeError(
+                f"step must be a StepSize (e.g. PolyDecay(C, alpha) or Constant(gamma)), got {step!r}"
+            )
+        self.step_size = step
+        self.name = name
+
+    # ---------------------------------------------------------------- protocol
+    def prepare(self, n: int) -> None:
+        """Precompute schedules for ``n`` local steps (called once by the engine)."""
+        self._gammas = self.step_size.values(n)
+
+    @abstractmethod
+    def init(self, theta0: Any, stream: Any) -> Any:
+        """State from starting models ``theta0`` of shape ``(R, P, d)`` (the engine's copy)."""
+
+    @abstractmethod
+    def step(self, state: Any, oracle: GradientOracle, k: int, stream: Any) -> Any:
+        """Apply local step ``k`` (1-based); ``oracle`` gives this step's stochastic gradients,
+        ``stream`` the algorithm's own random numbers (e.g. for compression)."""
+
+    @abstractmethod
+    def models(self, state: Any) -> Any:
+        """The workers' current models, shape ``(R, P, d)``."""
+
+    def extra_metrics(self, state: Any, problem: Any) -> dict[str, Any]:
+        """Algorithm-specific metrics of the state (e.g. consensus distance), each of shape (R,)."""
+        return {}
+
+    @abstractmethod
+    def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
+        """Cumulative ``rounds``, ``messages`` and ``bits`` after each local step 1..n."""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-serialisable description."""
+        return {
+            "kind": type(self).__name__,
+            "workers": self.workers,
+            "batch": self.batch,
+            "step": self.step_size.describe(),
+        }
+
+    @property
+    def label(self) -> str:
+        """Display name: ``name`` if given, else built from the description."""
+        if self.name:
+            return self.name
+        return self.default_label()
+
+    def default_label(self) -> str:
+        return f"{type(self).__name__}(P={self.workers}, b={self.batch})"
+
+    def gamma(self, k: int) -> float:
+        """Step size of local step ``k`` (after :meth:`prepare`)."""
+        return float(self._gammas[k - 1])
+
+    @staticmethod
+    def validate_steps(n: int) -> int:
+        return check_int("n (local steps)", n, low=1)

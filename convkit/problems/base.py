@@ -1,0 +1,114 @@
+"""The problem protocol shared by every objective convkit simulates.
+
+A problem is a stochastic objective ``f(theta) = E F(theta; xi)`` that knows its constants
+(``theta_star``, ``f_star``, ``L``, ``mu``, noise level) and offers, for the engine:
+
+* :meth:`Problem.sample`: a batch of data for every (replicate, worker, batch-slot), drawn
+  from a :class:`~convkit.backend.RandomStream` (shape ``(R, P, b)``; axis 1 is the worker,
+  so that non-iid problems can give each worker its own distribution);
+* :meth:`Problem.stochastic_grad`: the mini-batch gradient at ``theta`` of shape
+  ``(R, P, d)`` (mean over the batch axis);
+* :meth:`Problem.errors`: error metrics of parameters of shape ``(..., d)``:
+  ``excess_risk`` (``f(theta) - f*``), ``hnorm2`` (``||theta - theta*||_{H*}^2`` with
+  ``H*`` the Hessian at the optimum, the Mahalanobis distance of the Local-SGD paper) and
+  ``dist2`` (``||theta - theta*||^2``).
+
+Sampling once and evaluating gradients at several points is what makes common random
+numbers possible: several algorithms are driven by exactly the same batch at every step.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from ..backend import RandomStream
+
+__all__ = ["METRICS", "GradientOracle", "Problem"]
+
+#: Error metrics every problem reports, in this order.
+METRICS: tuple[str, ...] = ("excess_risk", "hnorm2", "dist2")
+
+
+class Problem(ABC):
+    """Base class of convkit problems (see the module docstring for the protocol)."""
+
+    #: dimension
+    d: int
+    #: minimiser of the objective (NumPy, shape (d,))
+    theta_star: np.ndarray
+    #: optimal value f(theta_star)
+    f_star: float
+    #: smoothness constant (largest eigenvalue of the Hessian bound)
+    L: float
+    #: strong convexity constant (smallest Hessian eigenvalue at the optimum; 0 if none)
+    mu: float
+    #: noise level (e.g. the label noise standard deviation sigma); None if not defined
+    noise: float | None
+    #: number of distinct data distributions across workers (1 = iid)
+    heterogeneous: bool = False
+
+    @abstractmethod
+    def sample(self, stream: RandomStream, shape: tuple[int, int, int]) -> Any:
+        """Draw a batch for shape ``(R, P, b)``: replicates x workers x batch size."""
+
+    @abstractmethod
+    def stochastic_grad(self, theta: Any, batch: Any) -> Any:
+        """Mini-batch gradient at ``theta`` (shape ``(R, P, d)``) for a batch from :meth:`sample`."""
+
+    @abstractmethod
+    def errors(self, theta: Any) -> dict[str, Any]:
+        """Error metrics (:data:`METRICS`) of ``theta`` of shape ``(..., d)``, each of shape ``(...)``."""
+
+    def sgd_update(self, theta: Any, batch: Any, gamma: float) -> Any:
+        """In place ``theta -= gamma * stochastic_grad(theta, batch)``; returns ``theta``.
+
+        Problems may override this with a fused kernel (one pass over the state)."""
+        theta -= gamma * self.stochastic_grad(theta, batch)
+        return theta
+
+    def grad(self, theta: Any) -> Any:
+        """Full (population or finite-sum) gradient of ``f`` at ``theta`` (shape ``(..., d)``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no full gradient")
+
+    def loss(self, theta: Any) -> Any:
+        """Objective value ``f(theta)`` (shape ``(...)``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form objective")
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-serialisable description (for metadata and caching)."""
+        return {"kind": type(self).__name__, "d": self.d}
+
+    def check_theta(self, theta: Any, name: str = "theta") -> None:
+        """Raise if the last axis of ``theta`` is not ``d``."""
+        if theta.shape[-1] != self.d:
+            raise ValueError(
+                f"{name} must have last dimension d = {self.d} (the problem's dimension), "
+                f"got shape {tuple(theta.shape)}"
+            )
+
+
+class GradientOracle:
+    """Stochastic gradients of ``problem`` on one batch (one local step, all workers).
+
+    Algorithms receive an oracle at every local step and ask it for what they need: the
+    mini-batch gradient at any point of shape ``(R, P, d)`` (:meth:`grad`), or the plain SGD
+    update ``x -= gamma grad(x)`` (:meth:`sgd_update`), which problems may fuse into one pass.
+    Every call uses the same samples, so gradients at different points are coupled.
+    """
+
+    __slots__ = ("batch", "problem")
+
+    def __init__(self, problem: Problem, batch: Any) -> None:
+        self.problem = problem
+        self.batch = batch
+
+    def grad(self, x: Any) -> Any:
+        """Mini-batch stochastic gradient at ``x`` (shape ``(R, P, d)``)."""
+        return self.problem.stochastic_grad(x, self.batch)
+
+    def sgd_update(self, x: Any, gamma: float) -> Any:
+        """In place ``x -= gamma * grad(x)``; returns ``x``."""
+        return self.problem.sgd_update(x, self.batch, gamma)

@@ -1,0 +1,300 @@
+"""Online least squares with Gaussian or Rademacher design.
+
+Model (Patel & Dieuleveut 2019; Bach & Moulines 2013): ``x ~ D`` with ``E[x x^T] = H``,
+``y = <x, theta*> + sigma eps`` with ``eps ~ N(0, 1)`` independent of ``x``, and
+
+    f(theta) = 1/2 E (y - <x, theta>)^2 = 1/2 ||theta - theta*||_H^2 + sigma^2 / 2,
+
+so ``f* = sigma^2/2`` and the excess risk is exactly ``1/2 (theta - theta*)^T H (theta - theta*)``.
+
+Designs:
+
+* ``"gaussian"``: ``x = Q diag(sqrt(h)) z`` with ``z ~ N(0, I)``;
+* ``"rademacher"``: ``x = Q diag(sqrt(h)) s`` with independent random signs ``s``; same
+  covariance, lighter fourth moment, and much cheaper to sample;
+* ``"additive"``: the additive-noise model, stochastic gradient ``H (theta - theta*) - xi``
+  with ``xi ~ N(0, sigma^2 H)`` independent of ``theta``.  The iterates are affine in the
+  noise, so mini-batch, local and one-shot averaging have identical expected error
+  (derived in :mod:`convkit.bounds`): every gap between schedules comes from multiplicative
+  noise or a non-quadratic loss.
+
+``Q`` is the identity, or a seeded random orthogonal matrix (``rotate=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._kernels import ls_sgd_update
+from ..backend import RandomStream, namespace_of
+from ..validation import check_in, check_int, check_real
+from .base import Problem
+
+__all__ = ["LeastSquares", "spectrum"]
+
+DESIGNS = ("gaussian", "rademacher", "additive")
+
+
+def spectrum(spec: str | Callable[[int], Any] | Any, d: int) -> np.ndarray:
+    """Eigenvalues ``h_1 >= ... >= h_d > 0`` of the design covariance.
+
+    ``spec`` is a preset (``"flat"``: 1; ``"1/i"``: 1/i; ``"1/i^2"``: 1/i^2;
+    ``"kappa:K"``: log-spaced from 1 down to 1/K, condition number K), a callable
+    ``d -> array`` or an explicit array of length d.
+    """
+    d = check_int("d", d, low=1)
+    i = np.arange(1, d + 1, dtype=np.float64)
+    if isinstance(spec, str):
+        key, _, arg = spec.partition(":")
+        if key == "flat":
+            h = np.ones(d)
+        elif key == "1/i":
+            h = 1.0 / i
+        elif key in ("1/i^2", "1/i**2"):
+            h = 1.0 / i**2
+        elif key == "kappa" and arg:
+            kappa = check_real("kappa", float(arg), low=1)
+            h = np.logspace(0.0, -np.log10(kappa), d) if d > 1 else np.ones(1)
+        else:
+            raise ValueError(
+                "spectrum must be 'flat', '1/i', '1/i^2', 'kappa:K', a callable or an array, "
+                f"got {spec!r}"
+            )
+    elif callable(spec):
+        h = np.asarray(spec(d), dtype=np.float64)
+    else:
+        h = np.asarray(spec, dtype=np.float64)
+    if h.shape != (d,):
+        raise ValueError(f"spectrum must give d = {d} eigenvalues, got shape {h.shape}")
+    if not np.all(np.isfinite(h)) or np.any(h <= 0):
+        raise ValueError("spectrum eigenvalues must be finite and > 0")
+    return h
+
+
+def _random_orthogonal(d: int, seed: int | None) -> np.ndarray:
+    """Haar-random orthogonal matrix (QR of a Gaussian matrix with sign correction)."""
+    from scipy.stats import ortho_group
+
+    if d == 1:
+        return np.ones((1, 1))
+    return ortho_group.rvs(d, random_state=np.random.default_rng(seed))
+
+
+@dataclass
+class LSBatch:
+    """A least-squares batch: features ``x`` (R, P, b, d) and label noise ``eps`` (R, P, b).
+
+    For the additive design ``x`` holds the noise vectors ``xi`` and ``eps`` is None.
+    """
+
+    x: Any
+    eps: Any
+
+
+class LeastSquares(Problem):
+    """Online least squares ``y = <x, theta*> + sigma eps`` with ``E[x x^T] = H``.
+
+    Build with :meth:`gaussian`, :meth:`rademacher` or :meth:`additive`.
+
+    Parameters
+    ----------
+    h:
+        Eigenvalues of ``H`` (shape (d,)).
+    noise:
+        Label noise standard deviation ``sigma >= 0``.
+    design:
+        ``"gaussian"``, ``"rademacher"`` or ``"additive"`` (see the module docstring).
+    Q:
+        Orthonormal eigenvectors of ``H`` (``H = Q diag(h) Q^T``), or None for diagonal ``H``.
+    theta_star:
+        The optimum (default: a seeded vector with i.i.d. N(0, 1/d) entries, so
+        ``E||theta*||^2 = 1``).
+    """
+
+    def __init__(
+        self,
+        h: Any,
+        noise: float = 1.0,
+        design: str = "gaussian",
+        Q: np.ndarray | None = None,
+        theta_star: Any = None,
+        seed: int | None = 0,
+    ) -> None:
+        self.h = np.asarray(h, dtype=np.float64)
+        if self.h.ndim != 1 or self.h.size < 1:
+            raise ValueError(f"h must be a non-empty 1-D array, got shape {self.h.shape}")
+        if not np.all(np.isfinite(self.h)) or np.any(self.h <= 0):
+            raise ValueError("h (eigenvalues of H) must be finite and > 0")
+        self.d = int(self.h.size)
+        self.noise = check_real("noise", noise, low=0)
+        self.design = check_in("design", design, DESIGNS)
+        if Q is not None:
+            Q = np.asarray(Q, dtype=np.float64)
+            if Q.shape != (self.d, self.d) or not np.allclose(Q.T @ Q, np.eye(self.d), atol=1e-10):
+                raise ValueError(f"Q must be an orthogonal ({self.d}, {self.d}) matrix")
+        self.Q = Q
+        self.seed = seed
+        if theta_star is None:
+            rng = np.random.default_rng(np.random.SeedSequence([0 if seed is None else seed, 1]))
+            theta_star = rng.standard_normal(self.d) / np.sqrt(self.d)
+        theta_star = np.asarray(theta_star, dtype=np.float64)
+        self.check_theta(theta_star, "theta_star")
+        if not np.all(np.isfinite(theta_star)):
+            raise ValueError("theta_star must contain only finite values")
+        self.theta_star = theta_star
+        self.sqrt_h = np.sqrt(self.h)
+        self.f_star = 0.5 * self.noise**2
+        self.L = float(self.h.max())
+        self.mu = float(self.h.min())
+        #: E||x||^2 = tr(H), the constant that limits SGD step sizes on least squares
+        self.R2 = float(self.h.sum())
+        self._cache: dict[Any, Any] = {}
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def gaussian(
+        cls,
+        d: int,
+        spectrum: str | Callable | Any = "flat",
+        noise: float = 1.0,
+        rotate: bool = False,
+        theta_star: Any = None,
+        seed: int | None = 0,
+    ) -> LeastSquares:
+        """Gaussian design ``x ~ N(0, H)`` with ``H``'s eigenvalues from ``spectrum``."""
+        return cls._build("gaussian", d, spectrum, noise, rotate, theta_star, seed)
+
+    @classmethod
+    def rademacher(
+        cls,
+        d: int,
+        spectrum: str | Callable | Any = "flat",
+        noise: float = 1.0,
+        rotate: bool = False,
+        theta_star: Any = None,
+        seed: int | None = 0,
+    ) -> LeastSquares:
+        """Rademacher design ``x = Q diag(sqrt(h)) s`` with random signs ``s``."""
+        return cls._build("rademacher", d, spectrum, noise, rotate, theta_star, seed)
+
+    @classmethod
+    def additive(
+        cls,
+        d: int,
+        spectrum: str | Callable | Any = "flat",
+        noise: float = 1.0,
+        rotate: bool = False,
+        theta_star: Any = None,
+        seed: int | None = 0,
+    ) -> LeastSquares:
+        """Additive-noise model: gradient ``H (theta - theta*) - xi``, ``xi ~ N(0, sigma^2 H)``."""
+        return cls._build("additive", d, spectrum, noise, rotate, theta_star, seed)
+
+    @classmethod
+    def _build(cls, design, d, spec, noise, rotate, theta_star, seed) -> LeastSquares:
+        h = spectrum(spec, d)
+        Q = _random_orthogonal(d, seed) if rotate else None
+        obj = cls(h, noise=noise, design=design, Q=Q, theta_star=theta_star, seed=seed)
+        obj.spectrum_spec = spec if isinstance(spec, str) else "custom"
+        return obj
+
+    # ------------------------------------------------------------------ constants
+    @property
+    def H(self) -> np.ndarray:
+        """The covariance (= Hessian) ``H = Q diag(h) Q^T``."""
+        if self.Q is None:
+            return np.diag(self.h)
+        return (self.Q * self.h) @ self.Q.T
+
+    @property
+    def H_star(self) -> np.ndarray:
+        """Hessian at the optimum (equal to ``H`` for least squares)."""
+        return self.H
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "least_squares",
+            "design": self.design,
+            "d": self.d,
+            "spectrum": getattr(self, "spectrum_spec", "custom"),
+            "noise": self.noise,
+            "rotated": self.Q is not None,
+            "seed": self.seed,
+        }
+
+    def _on(self, xp: Any, name: str, dtype: Any) -> Any:
+        """Problem constants as arrays of namespace ``xp`` and ``dtype`` (cached)."""
+        key = (id(xp), name, str(dtype))
+        if key not in self._cache:
+            self._cache[key] = xp.asarray(np.asarray(getattr(self, name)), dtype=dtype)
+        return self._cache[key]
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, stream: RandomStream, shape: tuple[int, int, int]) -> LSBatch:
+        R, P, b = shape
+        xp, dt = stream.xp, stream.dtype
+        if self.design == "rademacher":
+            x = stream.rademacher((R, P, b, self.d))
+        else:
+            x = stream.normal((R, P, b, self.d))
+        x *= self._on(xp, "sqrt_h", dt)
+        if self.Q is not None:
+            x = x @ self._on(xp, "Q", dt).T
+        if self.design == "additive":
+            x *= self.noise
+            return LSBatch(x, None)
+        return LSBatch(x, stream.normal((R, P, b)))
+
+    def stochastic_grad(self, theta: Any, batch: LSBatch) -> Any:
+        """``(1/b) sum_j x_j (<x_j, theta> - y_j)``, i.e. ``x_j (<x_j, theta - theta*> - sigma eps_j)``.
+
+        For the additive design: ``H (theta - theta*) - mean_j xi_j``.
+        """
+        xp = namespace_of(theta)
+        eta = theta - self._on(xp, "theta_star", theta.dtype)
+        x = batch.x
+        b = x.shape[-2]
+        if self.design == "additive":
+            return self._H_times(xp, eta) - xp.mean(x, axis=-2)
+        if b == 1:
+            x1 = x[..., 0, :]
+            r = xp.vecdot(x1, eta) - self.noise * batch.eps[..., 0]
+            return x1 * r[..., None]
+        r = xp.vecdot(x, eta[..., None, :]) - self.noise * batch.eps
+        return (r[..., None, :] @ x)[..., 0, :] / b
+
+    def sgd_update(self, theta: Any, batch: LSBatch, gamma: float) -> Any:
+        """In place SGD step, through the fused kernel of :mod:`convkit._kernels` when possible."""
+        if self.design != "additive" and ls_sgd_update(
+            theta, batch.x, batch.eps, self.theta_star, self.noise, gamma
+        ):
+            return theta
+        theta -= gamma * self.stochastic_grad(theta, batch)
+        return theta
+
+    def _H_times(self, xp: Any, eta: Any) -> Any:
+        h = self._on(xp, "h", eta.dtype)
+        if self.Q is None:
+            return eta * h
+        Q = self._on(xp, "Q", eta.dtype)
+        return ((eta @ Q) * h) @ Q.T
+
+    # ------------------------------------------------------------------ objective
+    def errors(self, theta: Any) -> dict[str, Any]:
+        """Exact metrics: ``hnorm2 = ||theta - theta*||_H^2``, ``excess_risk = hnorm2 / 2``,
+        ``dist2 = ||theta - theta*||^2``."""
+        xp = namespace_of(theta)
+        eta = theta - self._on(xp, "theta_star", theta.dtype)
+        hnorm2 = xp.vecdot(eta, self._H_times(xp, eta))
+        return {"excess_risk": 0.5 * hnorm2, "hnorm2": hnorm2, "dist2": xp.vecdot(eta, eta)}
+
+    def loss(self, theta: Any) -> Any:
+        return self.errors(theta)["excess_risk"] + self.f_star
+
+    def grad(self, theta: Any) -> Any:
+        xp = namespace_of(theta)
+        return self._H_times(xp, theta - self._on(xp, "theta_star", theta.dtype))

@@ -1,0 +1,297 @@
+"""Step-size and communication schedules.
+
+Local steps are counted from ``k = 1``: on every worker, local step ``k`` uses the step size
+``gamma_k`` and, if ``k`` is a communication step, the workers average their models right
+after it.
+
+Step sizes (Patel & Dieuleveut 2019, arXiv 1904.11325, use ``gamma_k = C k^-alpha`` with
+"large" steps ``1/2 < alpha < 1``):
+
+* :class:`Constant`: ``gamma_k = gamma``;
+* :class:`PolyDecay`: ``gamma_k = C (k + k0)^-alpha``.
+
+Communication schedules map the number ``n`` of local steps to the sorted local steps after
+which models are averaged.  The last step ``n`` is always a communication step (the output is
+the averaged model), so every schedule has at least one round:
+
+* :class:`EveryStep`: mini-batch averaging (MBA), ``n`` rounds;
+* :class:`Final`: one-shot averaging (OSA), one round at ``n``;
+* :class:`Every`: every ``H`` local steps (plus ``n``);
+* :class:`Rounds`: ``N`` rounds evenly spaced, round ``j`` after local step ``ceil(j n / N)``;
+* :class:`At`: an explicit list of steps (plus ``n``);
+* :class:`Geometric`: gaps growing geometrically, ``H_j = first * ratio^j``;
+* :class:`Polynomial`: communication at ``ceil(c j^power)``, i.e. gaps growing like
+  ``j^(power - 1)``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .validation import check_int, check_real
+
+__all__ = [
+    "At",
+    "CommSchedule",
+    "Constant",
+    "Every",
+    "EveryStep",
+    "Final",
+    "Geometric",
+    "PolyDecay",
+    "Polynomial",
+    "Rounds",
+    "StepSize",
+]
+
+
+class StepSize(ABC):
+    """A deterministic step-size sequence ``gamma_k``, ``k = 1, 2, ...``."""
+
+    @abstractmethod
+    def values(self, n: int) -> np.ndarray:
+        """``[gamma_1, ..., gamma_n]`` as a float64 array."""
+
+    def __call__(self, k: int) -> float:
+        return float(self.values(k)[-1])
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """JSON-serialisable description."""
+
+
+@dataclass(frozen=True)
+class Constant(StepSize):
+    """Constant step ``gamma_k = gamma``."""
+
+    gamma: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "gamma", check_real("gamma", self.gamma, low=0, low_inclusive=False)
+        )
+
+    def values(self, n: int) -> np.ndarray:
+        return np.full(check_int("n", n, low=0), self.gamma)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "constant", "gamma": self.gamma}
+
+
+@dataclass(frozen=True)
+class PolyDecay(StepSize):
+    """Decaying step ``gamma_k = C (k + k0)^-alpha`` (k counts local steps from 1).
+
+    ``alpha = 0`` is a constant step, ``1/2 < alpha < 1`` the "large step" regime of
+    Patel & Dieuleveut (2019), ``alpha = 1`` the classical Robbins-Monro rate.
+    """
+
+    C: float
+    alpha: float
+    k0: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "C", check_real("C", self.C, low=0, low_inclusive=False))
+        object.__setattr__(self, "alpha", check_real("alpha", self.alpha, low=0, high=1))
+        object.__setattr__(self, "k0", check_real("k0", self.k0, low=0))
+
+    def values(self, n: int) -> np.ndarray:
+        k = np.arange(1, check_int("n", n, low=0) + 1, dtype=np.float64)
+        return self.C * (k + self.k0) ** (-self.alpha)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "poly", "C": self.C, "alpha": self.alpha, "k0": self.k0}
+
+
+class CommSchedule(ABC):
+    """When workers average their models, as a function of the number of local steps."""
+
+    def steps(self, n: int) -> np.ndarray:
+        """Sorted unique local steps in ``[1, n]`` after which models are averaged (``n`` included)."""
+        n = check_int("n (local steps)", n, low=1)
+        raw = np.asarray(self._raw_steps(n), dtype=np.int64)
+        raw = raw[(raw >= 1) & (raw <= n)]
+        return np.unique(np.concatenate([raw, [n]]))
+
+    def rounds(self, n: int) -> int:
+        """Number of communication rounds over ``n`` local steps."""
+        return int(self.steps(n).size)
+
+    def mask(self, n: int) -> np.ndarray:
+        """Boolean array ``comm[k-1]``: True when local step ``k`` ends with an average."""
+        m = np.zeros(n, dtype=bool)
+        m[self.steps(n) - 1] = True
+        return m
+
+    def validate(self, n: int) -> None:
+        """Raise if the schedule cannot be realised with ``n`` local steps."""
+
+    @abstractmethod
+    def _raw_steps(self, n: int) -> Any: ...
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]: ...
+
+    @property
+    def label(self) -> str:
+        d = self.describe()
+        rest = ",".join(f"{k}={v}" for k, v in d.items() if k != "kind")
+        return f"{d['kind']}({rest})" if rest else d["kind"]
+
+
+@dataclass(frozen=True)
+class EveryStep(CommSchedule):
+    """Mini-batch averaging (MBA): average after every local step."""
+
+    def _raw_steps(self, n: int) -> Any:
+        return np.arange(1, n + 1)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "mba"}
+
+
+@dataclass(frozen=True)
+class Final(CommSchedule):
+    """One-shot averaging (OSA): a single average after the last step."""
+
+    def _raw_steps(self, n: int) -> Any:
+        return np.array([n])
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "osa"}
+
+
+@dataclass(frozen=True)
+class Every(CommSchedule):
+    """Average every ``H`` local steps (and after the last one)."""
+
+    H: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "H", check_int("H", self.H, low=1))
+
+    def _raw_steps(self, n: int) -> Any:
+        return np.arange(self.H, n + 1, self.H)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "every", "H": self.H}
+
+
+@dataclass(frozen=True)
+class Rounds(CommSchedule):
+    """``N`` rounds evenly spaced: round ``j`` after local step ``ceil(j n / N)``, j = 1..N."""
+
+    N: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "N", check_int("N (rounds)", self.N, low=1))
+
+    def validate(self, n: int) -> None:
+        if self.N > n:
+            raise ValueError(
+                f"N (rounds) must be <= the number of local steps n = {n}, got {self.N}"
+            )
+
+    def _raw_steps(self, n: int) -> Any:
+        self.validate(n)
+        j = np.arange(1, self.N + 1, dtype=np.int64)
+        return -((-j * n) // self.N)  # exact integer ceil(j n / N)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "rounds", "N": self.N}
+
+
+@dataclass(frozen=True)
+class At(CommSchedule):
+    """Average after the given local steps (and after the last one)."""
+
+    at: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        steps = tuple(sorted({check_int("at[i]", s, low=1) for s in self.at}))
+        object.__setattr__(self, "at", steps)
+
+    def validate(self, n: int) -> None:
+        if self.at and self.at[-1] > n:
+            raise ValueError(f"at must list local steps in [1, n = {n}], got a step {self.at[-1]}")
+
+    def _raw_steps(self, n: int) -> Any:
+        self.validate(n)
+        return np.array(self.at, dtype=np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "at", "at": list(self.at)}
+
+
+@dataclass(frozen=True)
+class Geometric(CommSchedule):
+    """Gaps growing geometrically: ``H_j = ceil(first * ratio^j)``, j = 0, 1, ...
+
+    Communication becomes sparser as iterates converge, following the "adaptive
+    communication frequency" of Patel & Dieuleveut (2019).
+    """
+
+    first: float = 1.0
+    ratio: float = 2.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "first", check_real("first", self.first, low=1))
+        object.__setattr__(self, "ratio", check_real("ratio", self.ratio, low=1))
+
+    def _raw_steps(self, n: int) -> Any:
+        out, t, j = [], 0, 0
+        while t < n:
+            t += max(1, math.ceil(self.first * self.ratio**j))
+            out.append(min(t, n))
+            j += 1
+        return np.array(out, dtype=np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "geometric", "first": self.first, "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class Polynomial(CommSchedule):
+    """Communication at steps ``ceil(scale * j^power)``, j = 1, 2, ... (gaps ~ j^(power-1))."""
+
+    power: float = 2.0
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "power", check_real("power", self.power, low=1))
+        object.__setattr__(
+            self, "scale", check_real("scale", self.scale, low=0, low_inclusive=False)
+        )
+
+    def _raw_steps(self, n: int) -> Any:
+        jmax = math.ceil((n / self.scale) ** (1 / self.power)) + 1
+        j = np.arange(1, jmax + 1, dtype=np.float64)
+        return np.ceil(self.scale * j**self.power).astype(np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "polynomial", "power": self.power, "scale": self.scale}
+
+
+def comm_from_spec(spec: Any) -> CommSchedule:
+    """Build a schedule from a short spec: "mba", "osa", ("every", H), ("rounds", N), ..."""
+    if isinstance(spec, CommSchedule):
+        return spec
+    if isinstance(spec, str):
+        key, _, arg = spec.partition(":")
+        key = key.strip().lower()
+        if key in ("mba", "every_step", "everystep"):
+            return EveryStep()
+        if key in ("osa", "final", "one_shot"):
+            return Final()
+        if key == "every" and arg:
+            return Every(int(arg))
+        if key == "rounds" and arg:
+            return Rounds(int(arg))
+    raise ValueError(
+        f"comm must be a CommSchedule or one of 'mba', 'osa', 'every:H', 'rounds:N', got {spec!r}"
+    )
