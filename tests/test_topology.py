@@ -102,7 +102,7 @@ def test_exponential_graph_neighbours():
     top = T.exponential(16)
     nbrs = sorted(top.graph.neighbors(0))
     assert nbrs == sorted({1, 2, 4, 8, 15, 14, 12})
-    assert top.mix_method() == "shift"
+    assert top.mix_method(numpy=False) == "shift"
 
 
 def test_torus_structure():
@@ -136,7 +136,7 @@ def test_mix_strategies_agree(top):
     X0 = X.copy()
     ref = np.einsum("ij,rjd->rid", top.W, X)
     methods = ["dense", "sparse", "auto"]
-    if top.mix_method() == "shift":
+    if top.mix_method(numpy=False) == "shift":
         methods.append("shift")
     for m in methods:
         Y = top.mix(X, method=m)
@@ -147,13 +147,59 @@ def test_mix_strategies_agree(top):
         np.testing.assert_allclose(top.mix(X)[r], top.W @ X[r], rtol=0, atol=EXACT)
 
 
+@pytest.mark.parametrize("n", [5, 6, 17])
+def test_shift_mix_general_circulant(n):
+    """A symmetric circulant W with distinct weights on several offsets (also 0 and n/2)."""
+    rng = np.random.default_rng(n)
+    half = rng.random(n // 2 + 1)
+    first = np.zeros(n)
+    for s in range(n // 2 + 1):
+        first[s] = first[(-s) % n] = half[s]
+    first[2 % n] = first[(-2) % n] = 0.0  # a missing offset
+    first /= first.sum()
+    W = first[(np.arange(n)[None, :] - np.arange(n)[:, None]) % n]
+    top = T.from_matrix(W)
+    assert (
+        top.mix_method(numpy=False) == "shift" or np.count_nonzero(first[1:]) > T.SHIFT_MAX_OFFSETS
+    )
+    X = rng.standard_normal((2, n, 3))
+    np.testing.assert_allclose(top.mix(X, method="shift"), top.mix(X, method="dense"), atol=EXACT)
+
+
 def test_mix_auto_rule():
-    assert T.ring(256).mix_method() == "shift"
-    assert T.ring(8).mix_method() == "shift"
-    assert T.torus(16).mix_method() == "sparse"  # P = 256, density 5/256
-    assert T.torus(4).mix_method() == "dense"  # P = 16 < SPARSE_MIN_P
-    assert T.complete(64).mix_method() == "dense"  # circulant, but 63 offsets
-    assert T.hypercube(8).mix_method() == "dense"
+    # NumPy: CSR when at most 1/8 of W's entries are non-zero, dense otherwise
+    assert T.ring(256).mix_method() == "sparse"
+    assert T.ring(24).mix_method() == "sparse"  # density 3/24
+    assert T.ring(16).mix_method() == "dense"  # density 3/16
+    assert T.torus(16).mix_method() == "sparse"  # density 5/256
+    assert T.exponential(16).mix_method() == "dense"
+    assert T.complete(64).mix_method() == "dense"
+    assert T.one_peer_exponential(32).mix_method(t=3) == "sparse"
+    # other array libraries: shift for circulant W with few offsets, dense otherwise
+    assert T.ring(256).mix_method(numpy=False) == "shift"
+    assert T.exponential(16).mix_method(numpy=False) == "shift"  # 7 offsets
+    assert T.complete(64).mix_method(numpy=False) == "dense"  # circulant, but 63 offsets
+    assert T.torus(16).mix_method(numpy=False) == "dense"
+    assert T.hypercube(8).mix_method(numpy=False) == "dense"
+
+
+def test_mix_other_array_library():
+    """The generic path (array API: shift via roll, dense via matmul) on array-api-strict."""
+    xps = pytest.importorskip("array_api_strict")
+    X = np.random.default_rng(7).standard_normal((2, 12, 3))
+    for top in (T.ring(12), T.torus(3, 4), T.one_peer_exponential(8)):
+        Xn = X[:, : top.n]
+        Xs = xps.asarray(Xn)
+        for t in range(2):
+            ref = top.W_at(t) @ Xn
+            for m in ("auto", "dense") + (
+                ("shift",) if top.name.startswith(("ring", "one")) else ()
+            ):
+                Y = top.mix(Xs, t=t, method=m)
+                assert type(Y) is type(Xs)
+                np.testing.assert_allclose(np.asarray(Y), ref, rtol=0, atol=EXACT, err_msg=m)
+    with pytest.raises(ValueError, match="NumPy arrays only"):
+        T.ring(5).mix(xps.asarray(np.ones((1, 5, 2))), method="sparse")
 
 
 def test_mix_float32_and_noncontiguous():
