@@ -1,0 +1,1 @@
+"""Speed and scaling measurements (``make bench``) and reference implementations."""
