@@ -309,10 +309,19 @@ class Topology:
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.Ws:
-            object.__setattr__(self, "Ws", (self.W,))
-        for A in self.Ws:
+        # private read-only float64 copies (the caller's arrays are left alone)
+        Ws = tuple(np.array(A, dtype=np.float64) for A in (self.Ws or (self.W,)))
+        shape = Ws[0].shape
+        if len(shape) != 2 or shape[0] != shape[1] or any(A.shape != shape for A in Ws):
+            raise ValueError(f"W must be square matrices of one shape, got {[A.shape for A in Ws]}")
+        if self.graph.number_of_nodes() != shape[0]:
+            raise ValueError(
+                f"W is {shape[0]} x {shape[0]} but the graph has {self.graph.number_of_nodes()} nodes"
+            )
+        for A in Ws:
             A.setflags(write=False)
+        object.__setattr__(self, "Ws", Ws)
+        object.__setattr__(self, "W", Ws[0])
 
     # ------------------------------------------------------------------ basics
     @property
@@ -429,6 +438,9 @@ class Topology:
             raise ValueError(
                 f"X must have shape (R, P, d) with P = {self.n}, got {getattr(X, 'shape', None)}"
             )
+        xp = namespace_of(X)
+        if not xp.isdtype(X.dtype, "real floating"):
+            raise TypeError(f"X must be a real floating-point array, got dtype {X.dtype}")
         plan = self._plan(t)
         if method == "auto":
             method = self.mix_method(t, numpy=isinstance(X, np.ndarray))
@@ -443,12 +455,11 @@ class Topology:
             # block-diagonal kron(I_R, W) acting on X viewed as (R P, d): no transpose, one output
             K = self._cached(
                 ("csr", int(t) % self.period, X.dtype.str, R),
-                lambda: sp.csr_array(sp.kron(sp.eye_array(R), sp.csr_array(plan["W"]))).astype(
+                lambda: sp.csr_array(sp.kron(sp.identity(R), sp.csr_array(plan["W"]))).astype(
                     X.dtype
                 ),
             )
             return (K @ X.reshape(R * P, d)).reshape(R, P, d)
-        xp = namespace_of(X)
         Wd = self._cached(
             ("dense", int(t) % self.period, str(X.dtype), type(X).__module__),
             lambda: xp.asarray(plan["W"], dtype=X.dtype),

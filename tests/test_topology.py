@@ -362,6 +362,8 @@ INVALID = [
     ("mix shape", lambda: T.ring(5).mix(np.ones((2, 4, 3))), r"P = 5"),
     ("mix method", lambda: T.ring(5).mix(np.ones((2, 5, 3)), method="fft"), "method must be"),
     ("shift non-circulant", lambda: T.star(5).mix(np.ones((1, 5, 1)), method="shift"), "circulant"),
+    ("Topology shape", lambda: T.Topology("x", np.ones((2, 3)), nx.path_graph(2)), "square"),
+    ("Topology nodes", lambda: T.Topology("x", np.eye(3), nx.path_graph(2)), "graph has 2 nodes"),
     ("directed graph", lambda: T.from_graph(nx.DiGraph([(0, 1), (1, 0)])), "undirected"),
 ]
 
@@ -372,6 +374,20 @@ INVALID = [
 def test_invalid_inputs_clear_errors(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_mix_rejects_integer_arrays():
+    with pytest.raises(TypeError, match="floating-point"):
+        T.ring(5).mix(np.ones((1, 5, 2), dtype=int))
+
+
+def test_topology_copies_and_freezes_W():
+    W = T.ring(4).W.copy()
+    top = T.Topology("mine", W, nx.cycle_graph(4))
+    W[0, 0] = 7.0  # the caller's array stays theirs
+    assert top.W[0, 0] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError):
+        top.W[0, 0] = 1.0
 
 
 def test_negative_weight_message_names_entry():
