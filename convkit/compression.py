@@ -142,6 +142,31 @@ class Identity(Compressor):
 # --------------------------------------------------------------------------- sparsifiers
 
 
+def _keep_largest(xp: Any, vals: Any, score: Any, k: int, skip_zeros: bool) -> Any:
+    """``vals`` where ``score`` is among the ``k`` largest of its row, 0 elsewhere.
+
+    Fast path: the ``k``-th largest score of each row by ``partition`` (a threshold), then
+    one mask. Rows where ties at the threshold would keep more than ``k`` entries are redone
+    exactly with ``argpartition`` + ``put_along_axis`` (any ``k`` of the tied entries). With
+    ``skip_zeros`` (top-k, score ``|x|``) zero scores are never kept: when fewer than ``k``
+    entries are non-zero the result is the same, and no tie fallback is needed.
+    """
+    d = vals.shape[-1]
+    thr = xp.partition(score, d - k, axis=-1)[..., d - k : d - k + 1]
+    mask = score >= thr
+    if skip_zeros:
+        mask = mask & (score > 0)
+    out = xp.where(mask, vals, xp.zeros_like(vals))
+    ties = xp.sum(mask, axis=-1) > k
+    if bool(xp.any(ties)):
+        sub_vals = vals[ties]
+        idx = xp.argpartition(-score[ties], k - 1, axis=-1)[..., :k]
+        sub = xp.zeros_like(sub_vals)
+        xp.put_along_axis(sub, idx, xp.take_along_axis(sub_vals, idx, axis=-1), axis=-1)
+        out[ties] = sub
+    return out
+
+
 class _KSparse(Compressor):
     """Shared ``k`` handling: an absolute ``k`` or a ``fraction`` of ``d``."""
 
@@ -194,10 +219,7 @@ class TopK(_KSparse):
         k = self.k_for(d)
         if k == d:
             return xp.asarray(x, copy=True)
-        idx = xp.argpartition(-xp.abs(x), k - 1, axis=-1)[..., :k]
-        out = xp.zeros_like(x)
-        xp.put_along_axis(out, idx, xp.take_along_axis(x, idx, axis=-1), axis=-1)
-        return out
+        return _keep_largest(xp, x, xp.abs(x), k, skip_zeros=True)
 
     def delta(self, d: int) -> float:
         return self.k_for(d) / d
@@ -211,8 +233,9 @@ class TopK(_KSparse):
 class RandK(_KSparse):
     """Keep ``k`` coordinates of each row chosen uniformly without replacement.
 
-    One uniform key per coordinate, ``argpartition`` of the keys along the last axis picks
-    the ``k`` smallest: a uniform ``k``-subset per row, independent across rows.
+    One uniform key per coordinate; the ``k`` largest keys of each row (a ``partition``
+    threshold, ties redone exactly) give a uniform ``k``-subset per row, independent across
+    rows.
 
     * ``scaled=False``: ``E||C(x) - x||^2 = (1 - k/d) ||x||^2`` exactly; ``delta = k/d``.
     * ``scaled=True``: kept values multiplied by ``d/k``; unbiased with
@@ -246,13 +269,8 @@ class RandK(_KSparse):
         if k == d:
             return xp.asarray(x, copy=True)
         keys = stream.uniform(tuple(x.shape))
-        idx = xp.argpartition(keys, k - 1, axis=-1)[..., :k]
-        vals = xp.take_along_axis(x, idx, axis=-1)
-        if self.scaled:
-            vals = vals * xp.asarray(d / k, dtype=x.dtype)
-        out = xp.zeros_like(x)
-        xp.put_along_axis(out, idx, vals, axis=-1)
-        return out
+        vals = x * xp.asarray(d / k, dtype=x.dtype) if self.scaled else x
+        return _keep_largest(xp, vals, keys, k, skip_zeros=False)
 
     def delta(self, d: int) -> float | None:
         if not self.scaled:

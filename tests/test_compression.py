@@ -159,6 +159,23 @@ def test_topk_contraction_and_selection(block, frac):
         assert np.all(np.where(kept.any(-1), kept_min >= kth, True))
 
 
+def test_keep_largest_tie_fallback_keeps_exactly_k():
+    """Ties at the threshold (all scores equal, or zeros for rand-k keys) keep exactly k."""
+    from convkit.backend import namespace_of
+    from convkit.compression import _keep_largest
+
+    x = np.arange(1.0, 25.0).reshape(2, 3, 4)
+    score = np.ones_like(x)
+    score[0, 0] = [0.5, 0.5, 0.2, 0.1]  # tie at the 2nd largest
+    score[1, 2] = [0.0, 0.0, 0.0, 0.0]  # all zero, must still keep k for rand-k
+    for k in (1, 2, 3):
+        out = _keep_largest(namespace_of(x), x, score, k, skip_zeros=False)
+        np.testing.assert_array_equal(np.count_nonzero(out, axis=-1), k)
+        np.testing.assert_array_equal(out[out != 0], x[out != 0])
+    out = _keep_largest(namespace_of(x), x, score, 2, skip_zeros=False)
+    np.testing.assert_array_equal(out[0, 0], [1.0, 2.0, 0.0, 0.0])
+
+
 @SETTINGS
 @given(blocks())
 def test_scaled_sign_error_formula_exact(block):
