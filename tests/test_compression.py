@@ -232,6 +232,22 @@ def test_bias_statistic_detects_biased_compressors():
         assert abs(z[0]) > 10 * Z, (comp.name, z)
 
 
+@pytest.mark.parametrize("d,k", [(5, 1), (20, 3), (50, 25)])
+def test_randk_inclusion_is_uniform(d, k):
+    """Each coordinate is kept with probability k/d (and exactly k per row). Family-wise
+    test over the d coordinates: Bonferroni threshold for a 1e-4 two-sided level."""
+    from scipy.stats import norm
+
+    x = np.ones((4, d))
+    kept = RandK(k=k).compress(_replicate(x, 5000), _stream(d, k, "incl")) != 0
+    np.testing.assert_array_equal(kept.sum(-1), k)
+    freq = kept.reshape(-1, d).mean(0)
+    n = kept.reshape(-1, d).shape[0]
+    p = k / d
+    z = (freq - p) / math.sqrt(p * (1 - p) / n)
+    assert np.max(np.abs(z)) <= norm.isf(1e-4 / (2 * d)), z
+
+
 def _normalized_error(comp, x, seed):
     """Per draw: sum over rows of ||C(x) - x||^2 / ||x||^2 (rows with x = 0 skipped)."""
     Y = comp.compress(_replicate(x), _stream(seed, comp.name, "err"))
