@@ -5,6 +5,8 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convkit import topology as T
 
@@ -401,3 +403,41 @@ def test_get_topology():
     assert T.get_topology("one-peer-exponential", 4).period == 2
     with pytest.raises(ValueError, match="topology must be one of"):
         T.get_topology("moebius", 4)
+
+
+# ------------------------------------------------------------------------ property-based
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    n=st.integers(2, 40),
+    p=st.floats(0.05, 1.0),
+    seed=st.integers(0, 2**31 - 1),
+    weights=st.sampled_from(T.WEIGHT_RULES),
+    lazy=st.booleans(),
+    eta=st.floats(0.01, 1.0),
+)
+def test_random_graphs_properties(n, p, seed, weights, lazy, eta):
+    """Any connected graph: W symmetric, doubly stochastic, eigenvalues in [-1, 1] with a
+    simple eigenvalue 1 (connected), lazy => eigenvalues >= 0; mixing strategies agree and
+    preserve the average; W_eta's spectrum is 1 - eta (1 - lambda)."""
+    rng = np.random.default_rng(seed)
+    G = nx.gnp_random_graph(n, p, seed=seed)
+    G.add_edges_from((i, i + 1) for i in range(n - 1))  # make it connected
+    top = T.from_graph(G, weights, lazy)
+    W = top.W
+    np.testing.assert_array_equal(W, W.T)
+    np.testing.assert_allclose(W.sum(1), 1.0, rtol=0, atol=EXACT)
+    assert W.min() >= 0
+    lam = top.eigenvalues
+    assert lam[0] == pytest.approx(1.0, abs=1e-10) and lam[1] < 1 - 1e-10
+    assert lam[-1] >= -1 - 1e-12
+    if lazy:
+        assert lam[-1] >= -1e-12
+    T.validate_mixing_matrix(W, top.graph)  # the constructors' output passes the validator
+    X = rng.standard_normal((2, n, 3))
+    ref = np.einsum("ij,rjd->rid", W, X)
+    for m in ("dense", "sparse", "auto"):
+        np.testing.assert_allclose(top.mix(X, method=m), ref, rtol=0, atol=EXACT)
+    np.testing.assert_allclose(top.mix(X).mean(1), X.mean(1), rtol=0, atol=EXACT)
+    np.testing.assert_allclose(top.W_eta(eta).eigenvalues, 1 - eta * (1 - lam), atol=1e-10)
