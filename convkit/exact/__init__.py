@@ -1,0 +1,29 @@
+"""Exact expected-error engines where the maths allows (least squares).
+
+* :func:`expected_error`: the drop-in exact counterpart of :func:`convkit.simulate` for
+  :class:`~convkit.problems.least_squares.LeastSquares` problems and the Local-SGD family
+  (MBA, Local-SGD, OSA) and D-PSGD (:mod:`convkit.exact.dpsgd`);
+* :func:`stability_limit`: the mean-square stability limit of constant steps from the same
+  recursion;
+* :func:`communication_threshold`: the rounds Local-SGD needs to match MBA (exact curves).
+"""
+
+from .local import (
+    EXACT_COUNT,
+    LocalSpec,
+    design_coefficients,
+    expected_error,
+    local_curves,
+    second_moment_matrix,
+    stability_limit,
+)
+
+__all__ = [
+    "EXACT_COUNT",
+    "LocalSpec",
+    "design_coefficients",
+    "expected_error",
+    "local_curves",
+    "second_moment_matrix",
+    "stability_limit",
+]
