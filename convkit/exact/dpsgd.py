@@ -42,68 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms.base import Algorithm
-from ..schedules import StepSize
-from ..validation import check_in
 from .local import design_coefficients
 
-__all__ = ["ORDERS", "DPSGDSpec", "dpsgd_curves", "mixing_structure"]
+__all__ = ["ORDERS", "dpsgd_curves", "is_exact_dpsgd", "mixing_structure"]
 
 ORDERS = ("step_then_gossip", "gossip_then_step")
-
-
-class DPSGDSpec(Algorithm):
-    """A minimal D-PSGD (no compression) that both engines run.
-
-    ``topology``: a :class:`convkit.topology.Topology` (or any object with a symmetric doubly
-    stochastic ``W``); ``order``: ``"step_then_gossip"`` or ``"gossip_then_step"``.  It
-    implements the :class:`~convkit.algorithms.base.Algorithm` protocol, so
-    :func:`convkit.simulate` runs it too (that is how the exact engine is tested).  One
-    message per node per step to each neighbour, ``d float_bits`` bits each.
-    """
-
-    state_arrays = 1
-
-    def __init__(
-        self,
-        topology: Any,
-        step: StepSize,
-        batch: int = 1,
-        order: str = "step_then_gossip",
-        name: str | None = None,
-        float_bits: int = 32,
-    ) -> None:
-        W = np.asarray(topology.W if hasattr(topology, "W") else topology, dtype=np.float64)
-        super().__init__(W.shape[0], step, batch, name)
-        self.topology = topology
-        self.W = W
-        self.order = check_in("order", order, ORDERS)
-        self.float_bits = float_bits
-
-    def init(self, theta0: Any, stream: Any) -> Any:
-        return theta0
-
-    def step(self, state: Any, oracle: Any, k: int, stream: Any) -> Any:
-        g = self._gammas[k - 1]
-        if self.order == "step_then_gossip":
-            state = oracle.sgd_update(state, g)
-            return np.matmul(self.W, state)
-        grad = oracle.grad(state)
-        return np.matmul(self.W, state) - g * grad
-
-    def models(self, state: Any) -> Any:
-        return state
-
-    def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
-        deg = int(np.count_nonzero(self.W) - np.count_nonzero(np.diag(self.W)))
-        k = np.arange(1, n + 1, dtype=np.int64)
-        return {"rounds": k, "messages": k * deg, "bits": k * deg * d * self.float_bits}
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "order": self.order, "topology": str(self.topology)}
-
-    def default_label(self) -> str:
-        return f"DPSGD(n={self.workers}, b={self.batch}, {self.order})"
 
 
 @dataclass
@@ -146,20 +89,34 @@ def mixing_structure(W: np.ndarray, tol: float = 1e-9) -> MixingStructure:
     return MixingStructure(lam, U, walk)
 
 
+def is_exact_dpsgd(algo: Any) -> bool:
+    """Whether ``algo`` is an uncompressed D-PSGD on a static topology (this engine's scope):
+    :class:`convkit.algorithms.decentralized.DPSGD`, or any algorithm with a ``topology``
+    (or ``W``), a ``form`` in :data:`ORDERS` and no compressor."""
+    topo = getattr(algo, "topology", None)
+    has_w = getattr(algo, "W", None) is not None or topo is not None
+    return (
+        has_w
+        and getattr(algo, "form", None) in ORDERS
+        and getattr(algo, "compressor", None) is None
+    )
+
+
 def _params(algo: Any) -> tuple[np.ndarray, str]:
+    if not is_exact_dpsgd(algo):
+        raise TypeError(
+            "the exact engine handles LocalSGD (MBA, Local-SGD, OSA) and uncompressed D-PSGD, "
+            f"got {type(algo).__name__}"
+        )
     topo = getattr(algo, "topology", None)
     if topo is not None and getattr(topo, "time_varying", False):
-        raise ValueError("the exact D-PSGD engine needs a static topology (one W)")
-    W = getattr(algo, "W", None)
-    if W is None and topo is not None:
-        W = topo.W
-    if W is None:
-        raise TypeError(
-            f"the exact engine handles LocalSGD and D-PSGD algorithms, got {type(algo).__name__}"
+        raise ValueError(
+            f"the exact D-PSGD engine needs a static topology (one W), got {topo.name}"
         )
-    order = getattr(algo, "order", "step_then_gossip")
-    check_in("order", order, ORDERS)
-    return np.asarray(W, dtype=np.float64), order
+    W = getattr(algo, "W", None)
+    if W is None:
+        W = topo.W
+    return np.asarray(W, dtype=np.float64), algo.form
 
 
 def dpsgd_curves(
@@ -175,8 +132,13 @@ def dpsgd_curves(
     threshold: float = np.inf,
     force_dense: bool = False,
 ) -> tuple[np.ndarray, int]:
-    """Raw exact curves of one D-PSGD configuration (columns as in
-    :func:`convkit.exact.local.local_curves`) and the divergence step (0 if none)."""
+    """Raw exact curves of one D-PSGD configuration and the divergence step (0 if none).
+
+    Columns: the six of :func:`convkit.exact.local.local_curves`, then the exact
+    ``consensus = E (1/n) sum_i ||x_i - x_bar||^2 = sum_l (v_l - E zbar_l^2)`` (mean node
+    variance minus the mean's) and ``grad_norm2 = E||H (x_bar - theta*)||^2
+    = sum_l h_l^2 E zbar_l^2`` of the last iterate (the ``"state"`` metrics of
+    :class:`convkit.algorithms.decentralized.DPSGD`)."""
     W, order = _params(algo)
     gammas = np.asarray(algo.step_size.values(n), dtype=np.float64)
     b = int(algo.batch)
@@ -185,7 +147,7 @@ def dpsgd_curves(
     nn = W.shape[0]
     d = h.size
     fast = ms.walk_regular and not force_dense
-    raw = np.full((rec.size, 6), np.nan)
+    raw = np.full((rec.size, 8), np.nan)
     if fast:
         lam = ms.lam[None, :]  # (1, n)
         mu = np.zeros((d, nn))
@@ -215,6 +177,7 @@ def dpsgd_curves(
                 else:
                     mu = (lam - (g * h)[:, None]) ** 2 * mu + e[:, None]
                 V = mu[:, 0] / nn
+                node_var = mu.mean(axis=1)
             else:
                 e = (
                     g
@@ -231,6 +194,7 @@ def dpsgd_curves(
                     G = W[None] - (g * h)[:, None, None] * eye
                     M = G @ M @ G + e[:, :, None] * eye
                 V = M.sum(axis=(1, 2)) / nn**2
+                node_var = np.diagonal(M, axis1=1, axis2=2).mean(axis=1)
             A = r * A + V
             VV = np.array([h @ V, V.sum()])
             q += 2.0 * np.array([h @ A, A.sum()]) - VV
@@ -245,5 +209,7 @@ def dpsgd_curves(
                 if k >= tail_start:
                     raw[pos, 2:4] = qt / (k - tail_start + 1) ** 2
                 raw[pos, 4:6] = VV
+                raw[pos, 6] = node_var.sum() - VV[1]
+                raw[pos, 7] = (h * h) @ V
                 pos += 1
     return raw, 0

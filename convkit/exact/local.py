@@ -301,19 +301,22 @@ def _result_from_raw(
             "gradients": rec * a.workers * a.batch,
             **{key: counts[key][rec - 1] for key in ("rounds", "messages", "bits")},
         }
-        vals = np.full((rec.size, len(ITERATES), 3, 1), np.nan)
+        state = raw.shape[1] > 6  # D-PSGD: exact consensus and grad_norm2 ("state")
+        iterates = list(ITERATES) + (["state"] if state else [])
+        metrics = ["excess_risk", "hnorm2", "dist2"] + (
+            ["consensus", "grad_norm2"] if state else []
+        )
+        vals = np.full((rec.size, len(iterates), len(metrics), 1), np.nan)
         for i_it in range(3):
             hn, d2 = raw[:, 2 * i_it], raw[:, 2 * i_it + 1]
             vals[:, i_it, 0, 0] = 0.5 * hn
             vals[:, i_it, 1, 0] = hn
             vals[:, i_it, 2, 0] = d2
+        if state:
+            vals[:, 3, 3, 0] = raw[:, 6]
+            vals[:, 3, 4, 0] = raw[:, 7]
         per_config[label] = ConfigValues(
-            rec,
-            axes,
-            list(ITERATES),
-            ["excess_risk", "hnorm2", "dist2"],
-            vals,
-            np.array([int(dv)], dtype=np.int64),
+            rec, axes, iterates, metrics, vals, np.array([int(dv)], dtype=np.int64)
         )
     frame = frame_from_values(per_config)
     frame["se"] = 0.0
@@ -390,9 +393,14 @@ def expected_error(
         for j, i in enumerate(local_idx):
             raws[i], div[i] = r[j], dv[j]
     if other_idx:
-        from .dpsgd import dpsgd_curves
+        from .dpsgd import dpsgd_curves, is_exact_dpsgd
 
         for i in other_idx:
+            if not is_exact_dpsgd(algos[i]):
+                raise TypeError(
+                    "the exact engine handles LocalSGD (MBA, Local-SGD, OSA) and uncompressed "
+                    f"D-PSGD, got {type(algos[i]).__name__} ({labels[i]})"
+                )
             raws[i], div[i] = dpsgd_curves(
                 h,
                 z2,
