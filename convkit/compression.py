@@ -31,6 +31,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from convkit.backend import RandomStream, namespace_of
 from convkit.validation import check_int, check_real
 
@@ -142,21 +144,33 @@ class Identity(Compressor):
 # --------------------------------------------------------------------------- sparsifiers
 
 
-def _keep_largest(xp: Any, vals: Any, score: Any, k: int, skip_zeros: bool) -> Any:
+def _kth_largest(xp: Any, score: Any, k: int, inplace: bool = False) -> Any:
+    """The ``k``-th largest entry of each row, shape ``(..., 1)`` (``partition``; with
+    ``inplace`` a NumPy ``score`` is partitioned in place, saving a full-size copy)."""
+    d = score.shape[-1]
+    if inplace and isinstance(score, np.ndarray):
+        score.partition(d - k, axis=-1)
+        return score[..., d - k : d - k + 1].copy()
+    return xp.partition(score, d - k, axis=-1)[..., d - k : d - k + 1]
+
+
+def _keep_largest(xp: Any, vals: Any, score: Any, k: int, skip_zeros: bool, thr: Any = None) -> Any:
     """``vals`` where ``score`` is among the ``k`` largest of its row, 0 elsewhere.
 
-    Fast path: the ``k``-th largest score of each row by ``partition`` (a threshold), then
-    one mask. Rows where ties at the threshold would keep more than ``k`` entries are redone
-    exactly with ``argpartition`` + ``put_along_axis`` (any ``k`` of the tied entries). With
-    ``skip_zeros`` (top-k, score ``|x|``) zero scores are never kept: when fewer than ``k``
-    entries are non-zero the result is the same, and no tie fallback is needed.
+    Fast path: the ``k``-th largest score of each row (``thr``, by ``partition``) as a
+    threshold, then one mask and one ``where`` (the product is memory-bound: few full-size
+    temporaries). Rows where ties at the threshold would keep more than ``k`` entries are
+    redone exactly with ``argpartition`` + ``put_along_axis`` (any ``k`` of the tied
+    entries). With ``skip_zeros`` (top-k, score ``|x|``) zero scores are never kept: when
+    fewer than ``k`` entries are non-zero the result is the same, and no tie fallback is
+    needed.
     """
-    d = vals.shape[-1]
-    thr = xp.partition(score, d - k, axis=-1)[..., d - k : d - k + 1]
+    if thr is None:
+        thr = _kth_largest(xp, score, k)
     mask = score >= thr
-    if skip_zeros:
+    if skip_zeros and bool(xp.any(thr <= 0)):
         mask = mask & (score > 0)
-    out = xp.where(mask, vals, xp.zeros_like(vals))
+    out = xp.where(mask, vals, xp.zeros((), dtype=vals.dtype))
     ties = xp.sum(mask, axis=-1) > k
     if bool(xp.any(ties)):
         sub_vals = vals[ties]
@@ -219,7 +233,11 @@ class TopK(_KSparse):
         k = self.k_for(d)
         if k == d:
             return xp.asarray(x, copy=True)
-        return _keep_largest(xp, x, xp.abs(x), k, skip_zeros=True)
+        score = xp.abs(x)
+        thr = _kth_largest(xp, score, k, inplace=True)
+        if isinstance(score, np.ndarray):
+            np.abs(x, out=score)  # restore the scores in the partitioned buffer
+        return _keep_largest(xp, x, score, k, skip_zeros=True, thr=thr)
 
     def delta(self, d: int) -> float:
         return self.k_for(d) / d
