@@ -38,22 +38,37 @@ def _get_kernel() -> Any:
     except ImportError:
         return None
 
-    @numba.njit(cache=True, fastmath=False, nogil=True)
-    def kernel(theta, x, eps, theta_star, noise, gamma):  # pragma: no cover - compiled
-        R, P, b, d = x.shape
+    @numba.njit(cache=True, fastmath=True, nogil=True, error_model="numpy")
+    def kernel(theta, z, eps, scale, theta_star, noise, gamma, mean, P, b):  # pragma: no cover
+        # theta: (R*P, d) rows = (replicate, worker); z: (R*P*b, d); eps: (R*P*b,)
+        N, d = theta.shape
+        R = N // P
         res = np.empty(b, dtype=theta.dtype)
-        scale = gamma / b
+        step = gamma / b
+        want_mean = mean.shape[0] == R
         for r in range(R):
+            if want_mean:
+                for i in range(d):
+                    mean[r, i] = 0.0
             for p in range(P):
+                row = r * P + p
                 for j in range(b):
+                    srow = row * b + j
                     acc = 0.0
                     for i in range(d):
-                        acc += x[r, p, j, i] * (theta[r, p, i] - theta_star[i])
-                    res[j] = (acc - noise * eps[r, p, j]) * scale
+                        acc += z[srow, i] * scale[i] * (theta[row, i] - theta_star[i])
+                    res[j] = (acc - noise * eps[srow]) * step
                 for j in range(b):
+                    srow = row * b + j
                     rj = res[j]
                     for i in range(d):
-                        theta[r, p, i] -= rj * x[r, p, j, i]
+                        theta[row, i] -= rj * z[srow, i] * scale[i]
+                if want_mean:
+                    for i in range(d):
+                        mean[r, i] += theta[row, i]
+            if want_mean:
+                for i in range(d):
+                    mean[r, i] /= P
 
     _KERNEL = kernel
     return _KERNEL
@@ -61,32 +76,45 @@ def _get_kernel() -> Any:
 
 def ls_sgd_update(
     theta: np.ndarray,
-    x: np.ndarray,
+    z: np.ndarray,
     eps: np.ndarray,
+    scale: np.ndarray,
     theta_star: np.ndarray,
     noise: float,
     gamma: float,
+    mean: np.ndarray | None = None,
 ) -> bool:
-    """In place ``theta -= gamma/b sum_j x_j (<x_j, theta - theta*> - noise eps_j)``.
+    """In place ``theta -= gamma/b sum_j x_j (<x_j, theta - theta*> - noise eps_j)`` with
+    features ``x_j = z_j * scale``; if ``mean`` (R, d) is given it receives the workers' mean of
+    the updated ``theta``.
 
     Returns False (and does nothing) when the fused kernel cannot be used for these arrays.
     """
     kernel = _get_kernel()
+    dt = theta.dtype
     if (
         kernel is None
         or type(theta) is not np.ndarray
-        or type(x) is not np.ndarray
+        or type(z) is not np.ndarray
         or not theta.flags.c_contiguous
-        or theta.dtype != x.dtype
-        or theta.dtype not in (np.float64, np.float32)
+        or dt not in (np.float64, np.float32)
+        or z.dtype != dt
+        or eps.dtype != dt
+        or (mean is not None and (type(mean) is not np.ndarray or mean.dtype != dt))
     ):
         return False
+    R, P, b, d = z.shape
+    out = mean if mean is not None else np.empty((0, 0), dtype=dt)
     kernel(
-        theta,
-        x,
-        eps,
-        theta_star.astype(theta.dtype),
-        theta.dtype.type(noise),
-        theta.dtype.type(gamma),
+        theta.reshape(R * P, d),
+        z.reshape(R * P * b, d),
+        eps.reshape(R * P * b),
+        scale,
+        theta_star,
+        dt.type(noise),
+        dt.type(gamma),
+        out,
+        P,
+        b,
     )
     return True

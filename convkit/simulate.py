@@ -224,16 +224,15 @@ def simulate(
                     if a.workers < P_max or a.batch < b_max:
                         b_i = _take(batch, a.workers, a.batch)
                     states[i] = a.step(states[i], GradientOracle(problem, b_i), k, algo_streams[i])
-                    m = xp.mean(a.models(states[i]), axis=1)
+                    m = a.worker_mean(states[i])
                     sums[i] += m
                     if k >= tail_starts[i]:
                         tails[i] += m
                     dev = m - theta_star
-                    dist = to_numpy(xp.sum(dev * dev, axis=-1))
-                    bad = ~(dist <= div_threshold)
-                    if bad.any():
-                        newly = bad & (div_chunk[i] == 0)
-                        div_chunk[i][newly] = k
+                    dist = xp.vecdot(dev, dev)
+                    if not bool(xp.max(dist) <= div_threshold):  # NaN compares False
+                        bad = ~(to_numpy(dist) <= div_threshold)
+                        div_chunk[i][bad & (div_chunk[i] == 0)] = k
                     if rec_pos[i] < recs[i].size and recs[i][rec_pos[i]] == k:
                         vals = _record(
                             problem, a, states[i], m, sums[i], tails[i], k, tail_starts[i]

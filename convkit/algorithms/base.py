@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import namespace_of
 from ..problems.base import GradientOracle
 from ..schedules import StepSize
 from ..validation import check_int
@@ -70,6 +71,10 @@ class Algorithm(ABC):
     @abstractmethod
     def models(self, state: Any) -> Any:
         """The workers' current models, shape ``(R, P, d)``."""
+
+    def worker_mean(self, state: Any) -> Any:
+        """The workers' mean model, shape ``(R, d)`` (the point the engine averages)."""
+        return namespace_of(self.models(state)).mean(self.models(state), axis=1)
 
     def extra_metrics(self, state: Any, problem: Any) -> dict[str, Any]:
         """Algorithm-specific metrics of the state (e.g. consensus distance), each of shape (R,)."""

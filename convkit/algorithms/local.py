@@ -20,6 +20,7 @@ bits per round.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,15 @@ from ..schedules import CommSchedule, EveryStep, Final, StepSize, comm_from_spec
 from ..validation import check_int
 from .base import Algorithm
 
-__all__ = ["MBA", "OSA", "LocalSGD"]
+__all__ = ["MBA", "OSA", "LocalSGD", "LocalState"]
+
+
+@dataclass
+class LocalState:
+    """Workers' models ``theta`` (R, P, d) and their mean ``mean`` (R, d) after the last step."""
+
+    theta: Any
+    mean: Any
 
 
 class LocalSGD(Algorithm):
@@ -70,18 +79,21 @@ class LocalSGD(Algorithm):
         self.comm.validate(n)
         self._comm_mask = self.comm.mask(n)
 
-    def init(self, theta0: Any, stream: Any) -> Any:
-        return theta0
+    def init(self, theta0: Any, stream: Any) -> LocalState:
+        xp = namespace_of(theta0)
+        return LocalState(theta0, xp.mean(theta0, axis=1))
 
-    def step(self, state: Any, oracle: Any, k: int, stream: Any) -> Any:
-        state = oracle.sgd_update(state, self._gammas[k - 1])
+    def step(self, state: LocalState, oracle: Any, k: int, stream: Any) -> LocalState:
+        oracle.sgd_update(state.theta, self._gammas[k - 1], mean=state.mean)
         if self._comm_mask[k - 1] and self.workers > 1:
-            xp = namespace_of(state)
-            state[...] = xp.mean(state, axis=1, keepdims=True)
+            state.theta[...] = state.mean[:, None, :]
         return state
 
-    def models(self, state: Any) -> Any:
-        return state
+    def models(self, state: LocalState) -> Any:
+        return state.theta
+
+    def worker_mean(self, state: LocalState) -> Any:
+        return state.mean
 
     def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
         rounds = np.cumsum(self.comm.mask(n)).astype(np.int64)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import RandomStream
+from ..backend import RandomStream, namespace_of
 
 __all__ = ["METRICS", "GradientOracle", "Problem"]
 
@@ -62,11 +62,15 @@ class Problem(ABC):
     def errors(self, theta: Any) -> dict[str, Any]:
         """Error metrics (:data:`METRICS`) of ``theta`` of shape ``(..., d)``, each of shape ``(...)``."""
 
-    def sgd_update(self, theta: Any, batch: Any, gamma: float) -> Any:
+    def sgd_update(self, theta: Any, batch: Any, gamma: float, mean: Any = None) -> Any:
         """In place ``theta -= gamma * stochastic_grad(theta, batch)``; returns ``theta``.
 
-        Problems may override this with a fused kernel (one pass over the state)."""
+        If ``mean`` (shape ``(R, d)``) is given it receives the workers' mean of the updated
+        ``theta``.  Problems may override this with a fused kernel (one pass over the state).
+        """
         theta -= gamma * self.stochastic_grad(theta, batch)
+        if mean is not None:
+            mean[...] = namespace_of(theta).mean(theta, axis=1)
         return theta
 
     def grad(self, theta: Any) -> Any:
@@ -109,6 +113,7 @@ class GradientOracle:
         """Mini-batch stochastic gradient at ``x`` (shape ``(R, P, d)``)."""
         return self.problem.stochastic_grad(x, self.batch)
 
-    def sgd_update(self, x: Any, gamma: float) -> Any:
-        """In place ``x -= gamma * grad(x)``; returns ``x``."""
-        return self.problem.sgd_update(x, self.batch, gamma)
+    def sgd_update(self, x: Any, gamma: float, mean: Any = None) -> Any:
+        """In place ``x -= gamma * grad(x)``; returns ``x``.  If ``mean`` (R, d) is given it
+        receives the workers' mean of the updated ``x``."""
+        return self.problem.sgd_update(x, self.batch, gamma, mean)

@@ -86,13 +86,23 @@ def _random_orthogonal(d: int, seed: int | None) -> np.ndarray:
 
 @dataclass
 class LSBatch:
-    """A least-squares batch: features ``x`` (R, P, b, d) and label noise ``eps`` (R, P, b).
+    """A least-squares batch.
 
-    For the additive design ``x`` holds the noise vectors ``xi`` and ``eps`` is None.
+    ``z`` (R, P, b, d) holds the raw draws and ``eps`` (R, P, b) the label noise; the features
+    are ``x = z * scale`` (``scale`` = sqrt of the eigenvalues for a diagonal ``H``, or None
+    when ``z`` already holds the features).  Keeping the scaling apart lets the fused kernel
+    apply it on the fly instead of making a pass over the block.  For the additive design
+    ``z`` holds the noise vectors ``xi`` and ``eps`` is None.
     """
 
-    x: Any
+    z: Any
     eps: Any
+    scale: Any = None
+
+    @property
+    def x(self) -> Any:
+        """The features (R, P, b, d)."""
+        return self.z if self.scale is None else self.z * self.scale
 
 
 class LeastSquares(Problem):
@@ -147,6 +157,7 @@ class LeastSquares(Problem):
             raise ValueError("theta_star must contain only finite values")
         self.theta_star = theta_star
         self.sqrt_h = np.sqrt(self.h)
+        self.ones = np.ones(self.d)
         self.f_star = 0.5 * self.noise**2
         self.L = float(self.h.max())
         self.mu = float(self.h.min())
@@ -228,7 +239,7 @@ class LeastSquares(Problem):
 
     def _on(self, xp: Any, name: str, dtype: Any) -> Any:
         """Problem constants as arrays of namespace ``xp`` and ``dtype`` (cached)."""
-        key = (id(xp), name, str(dtype))
+        key = (id(xp), name, dtype)
         if key not in self._cache:
             self._cache[key] = xp.asarray(np.asarray(getattr(self, name)), dtype=dtype)
         return self._cache[key]
@@ -238,16 +249,20 @@ class LeastSquares(Problem):
         R, P, b = shape
         xp, dt = stream.xp, stream.dtype
         if self.design == "rademacher":
-            x = stream.rademacher((R, P, b, self.d))
+            z = stream.rademacher((R, P, b, self.d))
         else:
-            x = stream.normal((R, P, b, self.d))
-        x *= self._on(xp, "sqrt_h", dt)
-        if self.Q is not None:
-            x = x @ self._on(xp, "Q", dt).T
+            z = stream.normal((R, P, b, self.d))
         if self.design == "additive":
-            x *= self.noise
-            return LSBatch(x, None)
-        return LSBatch(x, stream.normal((R, P, b)))
+            z *= self._on(xp, "sqrt_h", dt)
+            if self.Q is not None:
+                z = z @ self._on(xp, "Q", dt).T
+            z *= self.noise
+            return LSBatch(z, None)
+        eps = stream.normal((R, P, b))
+        if self.Q is not None:
+            z *= self._on(xp, "sqrt_h", dt)
+            return LSBatch(z @ self._on(xp, "Q", dt).T, eps)
+        return LSBatch(z, eps, self._on(xp, "sqrt_h", dt))
 
     def stochastic_grad(self, theta: Any, batch: LSBatch) -> Any:
         """``(1/b) sum_j x_j (<x_j, theta> - y_j)``, i.e. ``x_j (<x_j, theta - theta*> - sigma eps_j)``.
@@ -267,14 +282,14 @@ class LeastSquares(Problem):
         r = xp.vecdot(x, eta[..., None, :]) - self.noise * batch.eps
         return (r[..., None, :] @ x)[..., 0, :] / b
 
-    def sgd_update(self, theta: Any, batch: LSBatch, gamma: float) -> Any:
+    def sgd_update(self, theta: Any, batch: LSBatch, gamma: float, mean: Any = None) -> Any:
         """In place SGD step, through the fused kernel of :mod:`convkit._kernels` when possible."""
-        if self.design != "additive" and ls_sgd_update(
-            theta, batch.x, batch.eps, self.theta_star, self.noise, gamma
-        ):
-            return theta
-        theta -= gamma * self.stochastic_grad(theta, batch)
-        return theta
+        if self.design != "additive":
+            scale = batch.scale if batch.scale is not None else self._on(np, "ones", theta.dtype)
+            ts = self._on(np, "theta_star", theta.dtype)
+            if ls_sgd_update(theta, batch.z, batch.eps, scale, ts, self.noise, gamma, mean):
+                return theta
+        return super().sgd_update(theta, batch, gamma, mean)
 
     def _H_times(self, xp: Any, eta: Any) -> Any:
         h = self._on(xp, "h", eta.dtype)
