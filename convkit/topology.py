@@ -63,6 +63,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from convkit.backend import derive_seed, namespace_of
 from convkit.validation import check_in, check_int, check_real
@@ -115,7 +116,7 @@ def _check_eta(eta: Any) -> float:
 
 def _n_components(adj: np.ndarray) -> int:
     graph = sp.csr_array((np.abs(adj) > 0).astype(np.int8))
-    count, _ = sp.csgraph.connected_components(graph, directed=False)
+    count, _ = connected_components(graph, directed=False)
     return int(count)
 
 
