@@ -1,0 +1,654 @@
+"""Finite-sum least squares and logistic regression on a data matrix.
+
+Objective (rows ``a_i`` of ``A``, targets ``y_i``; derived here):
+
+    f(theta) = sum_i w_i l_i(<a_i, theta>) + lam/2 ||theta||^2,
+
+with ``l_i(z) = (z - y_i)^2 / 2`` (``loss="squared"``) or ``log(1 + exp(-y_i z))``
+(``loss="logistic"``, ``y_i in {-1, +1}``).  Without a partition ``w_i = 1/n``: the usual
+empirical risk.  With a ``partition`` (one array of row indices per worker, worker ``p``
+sampling only from its block ``S_p``), the engine's average over workers minimises
+``(1/P) sum_p f_p`` with ``f_p = (1/|S_p|) sum_{i in S_p} l_i + lam/2 ||theta||^2``; hence
+``w_i = (1/P) sum_p [i in S_p] / |S_p|`` (equal to ``1/n`` for equal blocks covering every
+row once).  The outer variance at the optimum is
+``zeta^2 = (1/P) sum_p ||grad f_p(theta*)||^2`` and the inner (sampling) variance is
+``sigma^2 = (1/P) sum_p mean_{i in S_p} ||grad l_i(theta*) + lam theta* - grad f_p(theta*)||^2``
+(``noise = sigma``).
+
+Sampling (a batch is the array of row indices ``idx`` of shape (R, P, b)):
+
+* ``"replacement"``: i.i.d. uniform rows of the worker's block;
+* ``"reshuffle"``: random reshuffling; every (replicate, worker) pair walks through its own
+  random permutation of its block, ``b`` rows per local step, drawing a fresh permutation
+  when the block is exhausted (a batch may straddle two epochs), so each row is visited
+  exactly once per epoch per worker.  The position state lives in the problem, keyed by the
+  random stream that drives the sampling: the engine creates one stream per simulation
+  chunk, so each chunk (and each call of :func:`convkit.simulate`) starts fresh epochs, and the
+  ``sample(stream, shape)`` protocol is unchanged.  Its memory is one int32 permutation
+  table of shape (R, P, max block size).  Caveat: the engine slices the batch to
+  ``[:, :P, :b]`` for algorithms with fewer workers or a smaller batch; those algorithms see a
+  subset of each epoch.
+
+Constants: ``theta*`` is solved by (damped) Newton steps to ``||grad f(theta*)|| <= tol``
+(default 1e-10; L-BFGS first when there is no l2 term for logistic); ``L = lambda_max(A^T W A)``
+(times 1/4 for logistic) ``+ lam``; ``L_max = max_i ||a_i||^2`` (times 1/4) ``+ lam`` (the
+per-sample smoothness that limits SGD); ``mu = lambda_min`` of the Hessian at ``theta*``.
+Metrics: exact ``excess_risk = f(theta) - f*`` (as a sum of per-row Bregman divergences,
+``>= 0`` and free of cancellation), ``hnorm2 = ||theta - theta*||^2_{H*}`` and ``dist2``.
+
+Data stay as given: a dense NumPy array or a SciPy sparse matrix (converted to CSR).  Sparse
+gradients gather the batch's nonzeros directly from the CSR arrays (no dense ``(R, P, b, d)``
+block); with numba installed, a fused kernel makes the SGD update in one pass for dense and
+sparse data alike (``CONVKIT_NO_NUMBA=1`` disables it).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backend import RandomStream, namespace_of, to_numpy
+from ..validation import check_finite_array, check_in, check_real
+from .base import Problem
+from .logistic import bernoulli_kl_logits, sigmoid
+
+__all__ = ["FiniteLeastSquares", "FiniteLogistic", "FiniteSum", "IndexBatch"]
+
+LOSSES = ("squared", "logistic")
+SAMPLINGS = ("replacement", "reshuffle")
+
+
+@dataclass
+class IndexBatch:
+    """Row indices into the data matrix, shape (R, P, b)."""
+
+    idx: Any
+
+
+def _is_sparse(A: Any) -> bool:
+    return hasattr(A, "tocsr") and hasattr(A, "nnz")
+
+
+class FiniteSum(Problem):
+    """Finite-sum least squares or logistic regression (see the module docstring).
+
+    Parameters
+    ----------
+    A:
+        Data matrix (n, d): dense array or SciPy sparse matrix (kept sparse, as CSR).
+    y:
+        Targets (n,); in {-1, +1} for ``loss="logistic"``.
+    loss:
+        ``"squared"`` or ``"logistic"``.
+    lam:
+        l2 regularisation ``lam >= 0``.
+    sampling:
+        ``"replacement"`` or ``"reshuffle"``.
+    partition:
+        Optional list of row-index arrays, one per worker (non-iid data).
+    tol:
+        Gradient-norm tolerance of the solve for ``theta*``.
+    name:
+        Optional data-set name (for :meth:`describe`).
+    """
+
+    def __init__(
+        self,
+        A: Any,
+        y: Any,
+        loss: str = "squared",
+        lam: float = 0.0,
+        sampling: str = "replacement",
+        partition: list | None = None,
+        tol: float = 1e-10,
+        name: str | None = None,
+    ) -> None:
+        self.loss_kind = check_in("loss", loss, LOSSES)
+        self.lam = check_real("lam", lam, low=0)
+        self.sampling = check_in("sampling", sampling, SAMPLINGS)
+        self.tol = check_real("tol", tol, low=0, low_inclusive=False)
+        self.name = name
+        if _is_sparse(A):
+            A = A.tocsr().astype(np.float64)
+            A.sum_duplicates()
+            A.sort_indices()
+            self.sparse = True
+        else:
+            A = np.ascontiguousarray(np.asarray(A, dtype=np.float64))
+            if A.ndim != 2:
+                raise ValueError(f"A must be a 2-D (n, d) data matrix, got shape {A.shape}")
+            self.sparse = False
+        check_finite_array("A", A)
+        n, d = A.shape
+        if n < 1 or d < 1:
+            raise ValueError(f"A must have at least one row and one column, got shape {A.shape}")
+        y = np.asarray(y, dtype=np.float64)
+        if y.shape != (n,):
+            raise ValueError(
+                f"y must have shape (n,) = ({n},) to match the rows of A, got shape {y.shape}"
+            )
+        check_finite_array("y", y)
+        if self.loss_kind == "logistic" and not np.all(np.abs(y) == 1):
+            bad = np.unique(y[np.abs(y) != 1])[:5]
+            raise ValueError(
+                f"y must hold binary labels in {{-1, +1}} for loss='logistic', found {bad.tolist()}"
+            )
+        self.A, self.y, self.n, self.d = A, y, n, d
+        self._set_partition(partition)
+        self.noise = None
+        self._reshuffle_state: dict[int, Any] = {}
+        self._cache: dict[Any, Any] = {}
+        self.theta_star, self.grad_norm_star = self._solve()
+        self._finish_constants()
+
+    # ------------------------------------------------------------------ set-up
+    def _set_partition(self, partition: list | None) -> None:
+        n = self.n
+        if partition is None:
+            self.partition = None
+            self.block_sizes = np.array([n])
+            self.block_table = None
+            self.weights = np.full(n, 1.0 / n)
+            self.heterogeneous = False
+            return
+        if isinstance(partition, np.ndarray) and partition.ndim == 1:
+            partition = [partition]
+        blocks = []
+        for p, blk in enumerate(partition):
+            b = np.asarray(blk)
+            if b.ndim != 1 or b.size == 0 or not np.issubdtype(b.dtype, np.integer):
+                raise ValueError(
+                    f"partition[{p}] must be a non-empty 1-D array of integer row indices, "
+                    f"got shape {b.shape} and dtype {b.dtype}"
+                )
+            if b.min() < 0 or b.max() >= n:
+                raise ValueError(
+                    f"partition[{p}] must hold row indices in [0, {n - 1}], "
+                    f"got values in [{b.min()}, {b.max()}]"
+                )
+            if np.unique(b).size != b.size:
+                raise ValueError(f"partition[{p}] must not repeat a row index")
+            blocks.append(b.astype(np.int64))
+        if not blocks:
+            raise ValueError("partition must hold at least one block of row indices")
+        P = len(blocks)
+        self.partition = blocks
+        self.block_sizes = np.array([b.size for b in blocks])
+        table = np.zeros((P, self.block_sizes.max()), dtype=np.int64)
+        w = np.zeros(n)
+        for p, b in enumerate(blocks):  # set-up only (not a hot path)
+            table[p, : b.size] = b
+            w[b] += 1.0 / (P * b.size)
+        self.block_table = table
+        self.weights = w
+        self.heterogeneous = True
+
+    @property
+    def workers(self) -> int | None:
+        """Number of partition blocks (None without partition)."""
+        return None if self.partition is None else len(self.partition)
+
+    # ------------------------------------------------------------------ linear algebra
+    def _matvec(self, th: np.ndarray) -> np.ndarray:
+        """``Z[m, i] = <a_i, th_m>`` for th (m, d) -> (m, n)."""
+        if self.sparse:
+            return np.asarray(self.A @ th.T).T
+        return th @ self.A.T
+
+    def _rmatvec(self, G: np.ndarray) -> np.ndarray:
+        """``sum_i G[m, i] a_i`` for G (m, n) -> (m, d)."""
+        if self.sparse:
+            return np.asarray(self.A.T @ G.T).T
+        return G @ self.A
+
+    def _dloss(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if self.loss_kind == "squared":
+            return z - y
+        return -y * sigmoid(-y * z)
+
+    def _curv(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if self.loss_kind == "squared":
+            return np.ones_like(z)
+        s = sigmoid(y * z)
+        return s * (1.0 - s)
+
+    def _values(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if self.loss_kind == "squared":
+            return 0.5 * (z - y) ** 2
+        return np.logaddexp(0.0, -y * z)
+
+    def _full_grad(self, th: np.ndarray) -> np.ndarray:
+        z = self._matvec(th)
+        return self._rmatvec(self.weights * self._dloss(z, self.y)) + self.lam * th
+
+    def _weighted_gram(self, c: np.ndarray) -> np.ndarray:
+        """``A^T diag(c) A`` as a dense (d, d) array."""
+        if self.sparse:
+            import scipy.sparse as sp
+
+            return np.asarray((self.A.T @ sp.diags(c) @ self.A).toarray())
+        return (self.A.T * c) @ self.A
+
+    def _hessian(self, th: np.ndarray) -> np.ndarray:
+        z = self._matvec(th[None])[0]
+        Hm = self._weighted_gram(self.weights * self._curv(z, self.y))
+        Hm[np.diag_indices_from(Hm)] += self.lam
+        return Hm
+
+    def _solve(self) -> tuple[np.ndarray, float]:
+        """``theta*`` to ``||grad f|| <= tol``: Newton (least-squares solves of the Hessian
+        system, so rank-deficient least squares gives the minimum-norm-increment solution),
+        with backtracking on ``f`` for logistic; L-BFGS warm start for logistic without l2."""
+        d = self.d
+        th = np.zeros(d)
+        if self.loss_kind == "logistic" and self.lam == 0:
+            from scipy.optimize import minimize
+
+            res = minimize(
+                lambda t: float(self._objective(t[None])[0]),
+                th,
+                jac=lambda t: self._full_grad(t[None])[0],
+                method="L-BFGS-B",
+                options={"maxiter": 2000, "gtol": 1e-9},
+            )
+            th = res.x
+        for _ in range(100):
+            g = self._full_grad(th[None])[0]
+            gn = float(np.linalg.norm(g))
+            if gn <= self.tol:
+                return th, gn
+            Hm = self._hessian(th)
+            step = np.linalg.lstsq(Hm, g, rcond=None)[0]
+            if self.loss_kind == "squared":
+                th = th - step
+                continue
+            f0 = float(self._objective(th[None])[0])
+            t = 1.0
+            while t > 1e-10:
+                cand = th - t * step
+                if float(self._objective(cand[None])[0]) <= f0 - 1e-4 * t * float(g @ step):
+                    break
+                t *= 0.5
+            th = cand
+            if not np.all(np.isfinite(th)) or np.linalg.norm(th) > 1e12:
+                break
+        g = self._full_grad(th[None])[0]
+        gn = float(np.linalg.norm(g))
+        if gn <= self.tol:
+            return th, gn
+        hint = (
+            " (logistic data may be linearly separable: add an l2 term, lam > 0)"
+            if self.loss_kind == "logistic" and self.lam == 0
+            else ""
+        )
+        raise RuntimeError(
+            f"could not solve for theta* to ||grad f|| <= tol = {self.tol:g}: reached {gn:.3g}{hint}"
+        )
+
+    def _finish_constants(self) -> None:
+        ts = self.theta_star
+        z = self._matvec(ts[None])[0]
+        used = self.weights > 0
+        if self.loss_kind == "logistic" and self.lam == 0 and np.all(self.y[used] * z[used] > 0):
+            # theta separates the data: f(c theta) -> 0 as c -> infinity, no minimiser exists
+            raise RuntimeError(
+                "the logistic data are linearly separable, so f has no minimiser "
+                "(the solver stopped at a small gradient far out): add an l2 term, lam > 0"
+            )
+        self._z_star = z
+        self.f_star = float(self._objective(ts[None])[0])
+        self._grad_star = self._full_grad(ts[None])[0]
+        self._c_star = self._curv(z, self.y)
+        scale = 1.0 if self.loss_kind == "squared" else 0.25
+        G = self._weighted_gram(self.weights)
+        self.L = float(np.linalg.eigvalsh(G)[-1]) * scale + self.lam
+        if self.sparse:
+            row_norm2 = np.asarray(self.A.multiply(self.A).sum(axis=1)).ravel()
+        else:
+            row_norm2 = np.einsum("ij,ij->i", self.A, self.A)
+        self.row_norm2 = row_norm2
+        self.L_max = float(row_norm2[self.weights > 0].max()) * scale + self.lam
+        self.H_star = self._hessian(ts)
+        self.mu = max(float(np.linalg.eigvalsh(self.H_star)[0]), 0.0)
+        # per-sample gradients at theta*: grad l_i + lam theta* = dl_i a_i + lam theta*
+        dl = self._dloss(z, self.y)
+        P = 1 if self.partition is None else len(self.partition)
+        blocks = [np.arange(self.n)] if self.partition is None else self.partition
+        zeta2, sigma2 = 0.0, 0.0
+        for b in blocks:  # set-up only
+            Ab = self.A[b]
+            gp = np.asarray(Ab.T @ dl[b]).ravel() / b.size + self.lam * ts
+            zeta2 += float(gp @ gp) / P
+            # mean ||dl_i a_i + lam ts - gp||^2 = mean dl_i^2 |a_i|^2 + 2 mean dl_i a_i.(lam ts - gp)
+            #                                    + |lam ts - gp|^2
+            c = self.lam * ts - gp
+            Ac = np.asarray(Ab @ c).ravel()
+            sigma2 += (
+                float(np.mean(dl[b] ** 2 * row_norm2[b]) + 2 * np.mean(dl[b] * Ac) + c @ c) / P
+            )
+        self.zeta2 = zeta2 if self.partition is not None else 0.0
+        self.sigma2 = max(sigma2, 0.0)
+        self.noise = float(np.sqrt(self.sigma2))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": f"finite_{self.loss_kind}",
+            "name": self.name,
+            "n": self.n,
+            "d": self.d,
+            "sparse": self.sparse,
+            "lam": self.lam,
+            "sampling": self.sampling,
+            "workers": self.workers,
+            "zeta2": self.zeta2,
+            "sigma2": self.sigma2,
+        }
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, stream: RandomStream, shape: tuple[int, int, int]) -> IndexBatch:
+        """Row indices of shape ``(R, P, b)`` (see the module docstring)."""
+        R, P, b = shape
+        if self.partition is not None and P != len(self.partition):
+            raise ValueError(
+                f"workers must equal the number of partition blocks ({len(self.partition)}) "
+                f"for this non-iid problem, got {P}"
+            )
+        if self.sampling == "replacement":
+            if self.partition is None:
+                return IndexBatch(to_numpy(stream.integers(self.n, (R, P, b))))
+            local = to_numpy(stream.integers(self.block_sizes[None, :, None], (R, P, b)))
+            return IndexBatch(self.block_table[np.arange(P)[None, :, None], local])
+        return IndexBatch(self._reshuffle(stream, R, P, b))
+
+    def _new_perms(self, stream: RandomStream, R: int, workers: np.ndarray) -> np.ndarray:
+        """Fresh permutations (R, len(workers), max block) of each worker's local positions."""
+        m = self.block_sizes.max()
+        keys = np.asarray(to_numpy(stream.uniform((R, workers.size, m))), dtype=np.float64)
+        if self.partition is not None:
+            pad = np.arange(m)[None, :] >= self.block_sizes[workers][:, None]  # (w, m)
+            keys[:, pad] = 2.0  # padded slots sort last
+        return np.argsort(keys, axis=-1).astype(np.int32)
+
+    def _reshuffle(self, stream: RandomStream, R: int, P: int, b: int) -> np.ndarray:
+        key = id(stream)
+        st = self._reshuffle_state.get(key)
+        if st is None or st["ref"]() is not stream or st["perm"].shape[:2] != (R, P):
+            sizes = (
+                np.full(P, self.n) if self.partition is None else self.block_sizes.astype(np.int64)
+            )
+            st = {
+                "ref": weakref.ref(stream, lambda _r, k=key: self._reshuffle_state.pop(k, None)),
+                "perm": np.zeros((R, P, sizes.max()), dtype=np.int32),
+                "pos": sizes.copy(),  # exhausted: the first call draws epoch 1
+                "sizes": sizes,
+            }
+            self._reshuffle_state[key] = st
+        perm, pos, sizes = st["perm"], st["pos"], st["sizes"]
+        t = pos[:, None] + np.arange(b)[None, :]  # (P, b) positions in the current epoch
+        e = t // sizes[:, None]  # epochs ahead (0 = current)
+        w = t - e * sizes[:, None]
+        out = np.empty((R, P, b), dtype=np.int64)
+        for ep in range(int(e.max()) + 1):  # loop over epochs (usually 1 or 2), not workers
+            if ep > 0:
+                need = np.flatnonzero(e[:, -1] >= ep)
+                perm[:, need] = self._new_perms(stream, R, need)
+            pp, jj = np.nonzero(e == ep)
+            if pp.size:
+                out[:, pp, jj] = perm[:, pp, w[pp, jj]]
+        st["pos"] = pos + b - e[:, -1] * sizes
+        if self.partition is None:
+            return out
+        return self.block_table[np.arange(P)[None, :, None], out]
+
+    # ------------------------------------------------------------------ gradients
+    def _batch_np(self, theta: Any, batch: IndexBatch) -> tuple[np.ndarray, np.ndarray]:
+        th = np.asarray(to_numpy(theta))
+        idx = np.asarray(to_numpy(batch.idx))
+        if th.shape[:2] != idx.shape[:2]:
+            raise ValueError(
+                f"theta of shape {th.shape} does not match the batch's (R, P) = {idx.shape[:2]}"
+            )
+        return th, idx
+
+    def stochastic_grad(self, theta: Any, batch: IndexBatch) -> Any:
+        """``(1/b) sum_j l'_{i_j}(<a_{i_j}, theta>) a_{i_j} + lam theta`` (shape (R, P, d))."""
+        xp = namespace_of(theta)
+        th, idx = self._batch_np(theta, batch)
+        R, P, b = idx.shape
+        y = self.y[idx]
+        if not self.sparse:
+            X = self.A[idx]  # (R, P, b, d)
+            z = (X @ th[..., :, None])[..., 0]
+            c = self._dloss(z, y) / b
+            g = (c[..., None, :] @ X)[..., 0, :]
+        else:
+            rows, cols, vals = self._gather(idx.ravel())
+            owner = rows // b  # (r, p) flat index of each nonzero
+            thf = th.reshape(R * P, self.d)
+            z = np.bincount(rows, weights=vals * thf[owner, cols], minlength=R * P * b)
+            c = (self._dloss(z.reshape(R, P, b), y) / b).ravel()
+            g = np.bincount(
+                owner * self.d + cols, weights=vals * c[rows], minlength=R * P * self.d
+            ).reshape(R, P, self.d)
+        if self.lam:
+            g = g + self.lam * th
+        return xp.asarray(g.astype(th.dtype, copy=False))
+
+    def _gather(self, rows_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Nonzeros of the CSR rows ``rows_idx``: (row position, column, value) arrays."""
+        A = self.A
+        starts = A.indptr[rows_idx]
+        lens = A.indptr[rows_idx + 1] - starts
+        total = int(lens.sum())
+        rows = np.repeat(np.arange(rows_idx.size), lens)
+        first = np.cumsum(lens) - lens
+        pos = np.arange(total) - np.repeat(first - starts, lens)
+        return rows, A.indices[pos], A.data[pos]
+
+    def sgd_update(self, theta: Any, batch: IndexBatch, gamma: float, mean: Any = None) -> Any:
+        """In place SGD step; one fused pass through numba when available.  If ``mean``
+        (R, d) is given it receives the workers' mean of the updated ``theta``."""
+        kernels = _get_kernels()
+        if (
+            kernels is not None
+            and type(theta) is np.ndarray
+            and theta.flags.c_contiguous
+            and theta.dtype in (np.float64, np.float32)
+            and (mean is None or (type(mean) is np.ndarray and mean.dtype == theta.dtype))
+        ):
+            idx = np.asarray(batch.idx)
+            lossc = 0 if self.loss_kind == "squared" else 1
+            g = theta.dtype.type(gamma)
+            lam = theta.dtype.type(self.lam)
+            want = mean is not None
+            m = mean if want else np.empty((1, 1), dtype=theta.dtype)
+            if self.sparse:
+                A = self.A
+                kernels[1](theta, idx, A.indptr, A.indices, A.data, self.y, lossc, lam, g, m, want)
+            else:
+                kernels[0](theta, idx, self.A, self.y, lossc, lam, g, m, want)
+            return theta
+        theta -= gamma * self.stochastic_grad(theta, batch)
+        if mean is not None:
+            mean[...] = namespace_of(theta).mean(theta, axis=1)
+        return theta
+
+    # ------------------------------------------------------------------ objective
+    def _flat(self, theta: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+        th = np.asarray(to_numpy(theta), dtype=np.float64)
+        self.check_theta(th)
+        return th.reshape(-1, self.d), th.shape[:-1]
+
+    def _slices(self, m: int) -> list[slice]:
+        """Chunks of the parameter axis so that (chunk, n) temporaries stay below 32 MB."""
+        step = max(1, 2**22 // self.n)
+        return [slice(i, i + step) for i in range(0, m, step)]
+
+    def _objective(self, th: np.ndarray) -> np.ndarray:
+        out = np.empty(th.shape[0])
+        for sl in self._slices(th.shape[0]):
+            out[sl] = self._values(self._matvec(th[sl]), self.y) @ self.weights
+        return out + 0.5 * self.lam * np.einsum("md,md->m", th, th)
+
+    def errors(self, theta: Any) -> dict[str, Any]:
+        """Exact metrics on the full data for ``theta`` of shape (..., d).
+
+        ``excess_risk = <grad f(theta*), eta> + sum_i w_i D_i + lam/2 ||eta||^2`` where
+        ``D_i = l_i(z_i) - l_i(z*_i) - l_i'(z*_i) (z_i - z*_i) >= 0`` is the per-row Bregman
+        divergence (``(z_i - z*_i)^2 / 2`` for squares; a Bernoulli KL divergence for
+        logistic); this equals ``f(theta) - f*`` exactly and has no cancellation.
+        ``hnorm2 = eta^T H* eta``, ``dist2 = ||eta||^2``."""
+        xp = namespace_of(theta)
+        th, lead = self._flat(theta)
+        eta = th - self.theta_star
+        m = th.shape[0]
+        er, hn = np.empty(m), np.empty(m)
+        for sl in self._slices(m):
+            dz = self._matvec(eta[sl])  # (k, n)
+            if self.loss_kind == "squared":
+                D = 0.5 * dz * dz
+            else:
+                ms = -self.y * self._z_star  # t = -y z*, a = -y z
+                D = bernoulli_kl_logits(ms, ms - self.y * dz)
+            q = (dz * dz * self._c_star) @ self.weights
+            er[sl] = D @ self.weights
+            hn[sl] = q
+        lam_term = self.lam * np.einsum("md,md->m", eta, eta)
+        er = np.maximum(er + 0.5 * lam_term + eta @ self._grad_star, 0.0)
+        hn = hn + lam_term
+        dist2 = np.einsum("md,md->m", eta, eta)
+        return {
+            "excess_risk": xp.asarray(er.reshape(lead)),
+            "hnorm2": xp.asarray(hn.reshape(lead)),
+            "dist2": xp.asarray(dist2.reshape(lead)),
+        }
+
+    def loss(self, theta: Any) -> Any:
+        """``f(theta)`` computed directly (shape ``theta.shape[:-1]``)."""
+        th, lead = self._flat(theta)
+        return self._objective(th).reshape(lead)
+
+    def grad(self, theta: Any) -> Any:
+        """Full gradient ``sum_i w_i l_i'(<a_i, theta>) a_i + lam theta``."""
+        xp = namespace_of(theta)
+        th, lead = self._flat(theta)
+        out = np.concatenate([self._full_grad(th[sl]) for sl in self._slices(th.shape[0])])
+        return xp.asarray(out.reshape(*lead, self.d))
+
+    def worker_grads(self, theta: Any) -> np.ndarray:
+        """Gradients ``grad f_p(theta)`` of each worker's objective, shape (P, d)."""
+        th = np.asarray(to_numpy(theta), dtype=np.float64).reshape(self.d)
+        blocks = [np.arange(self.n)] if self.partition is None else self.partition
+        z = self._matvec(th[None])[0]
+        dl = self._dloss(z, self.y)
+        return np.stack(
+            [np.asarray(self.A[b].T @ dl[b]).ravel() / b.size + self.lam * th for b in blocks]
+        )
+
+
+class FiniteLeastSquares(FiniteSum):
+    """Finite-sum least squares ``(1/n) sum_i (<a_i, theta> - y_i)^2 / 2 + lam/2 ||theta||^2``."""
+
+    def __init__(self, A: Any, y: Any, lam: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(A, y, loss="squared", lam=lam, **kwargs)
+
+
+class FiniteLogistic(FiniteSum):
+    """Finite-sum logistic regression ``(1/n) sum_i log(1 + exp(-y_i <a_i, theta>)) + lam/2 ||theta||^2``."""
+
+    def __init__(self, A: Any, y: Any, lam: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(A, y, loss="logistic", lam=lam, **kwargs)
+
+
+# ---------------------------------------------------------------------- fused kernels
+_KERNELS: Any = None
+_TRIED = False
+
+
+def _get_kernels() -> Any:
+    """(dense, csr) numba kernels of the in-place SGD step, or None."""
+    global _KERNELS, _TRIED
+    if _TRIED:
+        return _KERNELS
+    _TRIED = True
+    if os.environ.get("CONVKIT_NO_NUMBA"):
+        return None
+    try:
+        import numba
+    except ImportError:
+        return None
+
+    @numba.njit(cache=True, nogil=True)
+    def dloss(z, y, lossc):  # pragma: no cover - compiled
+        if lossc == 0:
+            return z - y
+        m = -y * z
+        if m >= 0:
+            return -y / (1.0 + np.exp(-m))
+        e = np.exp(m)
+        return -y * e / (1.0 + e)
+
+    @numba.njit(cache=True, nogil=True)
+    def dense(theta, idx, A, y, lossc, lam, gamma, mean, want):  # pragma: no cover
+        R, P, b = idx.shape
+        d = theta.shape[2]
+        c = np.empty(b)
+        for r in range(R):
+            if want:
+                for k in range(d):
+                    mean[r, k] = 0.0
+            for p in range(P):
+                for j in range(b):
+                    i = idx[r, p, j]
+                    acc = 0.0
+                    for k in range(d):
+                        acc += A[i, k] * theta[r, p, k]
+                    c[j] = dloss(acc, y[i], lossc) * gamma / b
+                if lam != 0:
+                    for k in range(d):
+                        theta[r, p, k] -= gamma * lam * theta[r, p, k]
+                for j in range(b):
+                    i = idx[r, p, j]
+                    cj = c[j]
+                    for k in range(d):
+                        theta[r, p, k] -= cj * A[i, k]
+                if want:
+                    for k in range(d):
+                        mean[r, k] += theta[r, p, k] / P
+
+    @numba.njit(cache=True, nogil=True)
+    def csr(
+        theta, idx, indptr, indices, data, y, lossc, lam, gamma, mean, want
+    ):  # pragma: no cover
+        R, P, b = idx.shape
+        d = theta.shape[2]
+        c = np.empty(b)
+        for r in range(R):
+            if want:
+                for k in range(d):
+                    mean[r, k] = 0.0
+            for p in range(P):
+                for j in range(b):
+                    i = idx[r, p, j]
+                    acc = 0.0
+                    for q in range(indptr[i], indptr[i + 1]):
+                        acc += data[q] * theta[r, p, indices[q]]
+                    c[j] = dloss(acc, y[i], lossc) * gamma / b
+                if lam != 0:
+                    for k in range(d):
+                        theta[r, p, k] -= gamma * lam * theta[r, p, k]
+                for j in range(b):
+                    i = idx[r, p, j]
+                    cj = c[j]
+                    for q in range(indptr[i], indptr[i + 1]):
+                        theta[r, p, indices[q]] -= cj * data[q]
+                if want:
+                    for k in range(d):
+                        mean[r, k] += theta[r, p, k] / P
+
+    _KERNELS = (dense, csr)
+    return _KERNELS
