@@ -1,0 +1,65 @@
+"""The command line: help, simulate, figures (quick) through the real entry points."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from convkit.cli import main
+from convkit.figures import REPO, discover
+
+
+def test_help_lists_commands(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for cmd in ("figures", "bounds", "check", "sweep", "simulate"):
+        assert cmd in out
+
+
+def test_unknown_command_fails(capsys):
+    assert main(["frobnicate"]) == 2
+    assert "unknown command" in capsys.readouterr().err
+
+
+def test_simulate_prints_a_table():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "convkit.cli",
+            "simulate",
+            "--d",
+            "3",
+            "--workers",
+            "2",
+            "--gradients",
+            "200",
+            "--replicates",
+            "5",
+            "--comm",
+            "every:5",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    header = out.splitlines()[0].split()
+    assert header == ["step", "gradients", "rounds", "mean", "se", "count"]
+    assert out.splitlines()[-1].split()[0] == "100"
+
+
+@pytest.mark.parametrize("name", discover(REPO / "analyses"))
+def test_every_analysis_runs_quick_and_writes_its_figure(name, tmp_path):
+    """`convkit figures --quick --only NAME` writes data, at least one figure and checks that
+    each carry the five keys of the check table."""
+    assert main(["figures", "--quick", "--only", name, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / f"{name}.csv").stat().st_size > 0
+    assert list(tmp_path.glob("*.png"))
+    checks = json.loads((tmp_path / "checks.json").read_text())[name]
+    assert checks, "an analysis must state at least one check"
+    for c in checks:
+        assert set(c) >= {"result", "setting", "measured", "theoretical", "verdict"}
+    assert (tmp_path / "index.md").read_text().count("|") > 5
