@@ -1,0 +1,709 @@
+"""Decentralized SGD on a graph: D-PSGD, DCD-PSGD, ECD-PSGD, CHOCO-SGD and DeepSqueeze.
+
+Every algorithm here runs on the engine of :func:`convkit.simulate` with state arrays of
+shape ``(R, P, d)`` (replicates, nodes, parameters). Stacking the nodes' vectors as rows
+``X``, mixing with the topology's matrix ``W_t`` is :meth:`convkit.topology.Topology.mix`
+(one product over the whole block, ``t = k - 1`` at local step ``k``, so that time-varying
+topologies such as :func:`convkit.topology.one_peer_exponential` work), and compression is
+one call of the compressor on the whole block, with its randomness from the ``stream`` the
+engine passes to :meth:`step`. ``G`` is the stochastic gradient of every node at its own model
+(node ``i`` sees its own data distribution: axis 1 of the problem's batch).
+
+Update rules (exact statements and their sources: ``shared/theory/decentralized.md``):
+
+* :class:`DPSGD` (Lian et al. 2017): ``X <- W X - gamma G(X)`` ("gossip_then_step") or
+  ``X <- W (X - gamma G(X))`` ("step_then_gossip").
+* :class:`DCDPSGD` (Tang et al. 2018, difference compression):
+  ``X <- X + C(W X - gamma G(X) - X)``. The neighbours' replicas equal their models
+  exactly (every node applies the same ``q_j``), so the simulation holds one copy.
+* :class:`ECDPSGD` (Tang et al. 2018, extrapolation), ``t = k``:
+  ``H = W Y - gamma G(X)``, ``Z = (1 - t/2) X + (t/2) H``, ``X <- H``,
+  ``Y <- (1 - 2/t) Y + (2/t) C(Z)``.
+* :class:`CHOCOSGD` (Koloskova, Stich, Jaggi 2019, in the order of the theory note):
+  ``H = X - gamma G(X)``, ``X <- H + gamma_c (W - I) X_hat``, ``X_hat <- X_hat + C(X - X_hat)``.
+* :class:`DeepSqueeze` (Tang et al. 2019, arXiv 1907.07346, rule of the public
+  implementations): ``H = X - gamma G(X)``, ``V = C(H + Delta)``, ``Delta <- H + Delta - V``,
+  ``X <- H + eta (W - I) V``.
+
+Starting values (a decision: the theory note is silent): the public copies ``X_hat`` of
+CHOCO-SGD and the estimates ``Y`` of ECD-PSGD start at the common starting model ``x_0``,
+which every node knows (with the engine's default ``theta0 = 0`` this is the papers'
+``X_hat_0 = 0``). The error memory ``Delta`` of DeepSqueeze starts at 0.
+
+Exact identities **[derived]** (tested in ``tests/test_decentralized.py``):
+
+* DeepSqueeze: ``X_{t+1} = W_eta V_t + Delta_t - Delta_{t-1}`` with
+  ``W_eta = (1 - eta) I + eta W``; with ``C = identity`` it is step-then-gossip D-PSGD with
+  ``W_eta``;
+* DeepSqueeze and CHOCO-SGD: ``mean(X_{t+1}) = mean(X_t) - gamma mean(G_t)`` whatever the
+  compressor (``1^T (W - I) = 0``); not DCD-/ECD-PSGD with a random compressor;
+* CHOCO-SGD with ``C = identity`` and ``gamma_c = 1`` is gossip-then-step D-PSGD
+  (``X_hat_t = X_t``, so ``X_{t+1} = X_t - gamma G + (W - I) X_t = W X_t - gamma G``); so are
+  DCD-PSGD and ECD-PSGD with ``C = identity`` (ECD: ``Y_t = X_t`` by induction);
+* ``W = J`` (complete graph, uniform weights): step-then-gossip D-PSGD is mini-batch SGD (MBA);
+  edgeless graph (``W = I``): every form is local SGD, and its worker mean is one-shot averaging.
+
+Communication accounting: at local step ``k`` node ``j`` sends one message to every node
+``i != j`` with ``(W_{k-1})_ij != 0`` (one message per directed edge; ``2 |E|`` for a static
+symmetric graph, ``P`` for the one-peer exponential graph). A step with at least one message
+is a round. Bits: messages times the message size, ``d float_bits`` for D-PSGD and
+``compressor.bits_per_message(d, float_bits)`` for the compressed algorithms.
+For time-varying topologies the simulation keeps one public copy per node (as if each
+``q_j`` reached all of ``j``'s future neighbours); only the current out-edges are counted.
+
+Metrics (:meth:`extra_metrics`, iterate ``"state"`` of the result frame): ``consensus``
+``= (1/P) sum_i ||x_i - x_bar||^2``; ``grad_norm2 = ||grad f(x_bar)||^2`` (when the problem
+has a full gradient); ``memory = (1/P) sum_i ||delta_i||^2`` (DeepSqueeze); ``replica_gap
+= (1/P) sum_i ||x_hat_i - x_i||^2`` (CHOCO-SGD); ``estimate_gap = (1/P) sum_i ||y_i - x_i||^2``
+(ECD-PSGD).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend, namespace_of
+from ..compression import Compressor, get_compressor
+from ..schedules import StepSize
+from ..topology import Topology
+from ..validation import check_in, check_int, check_real
+from .base import Algorithm
+
+__all__ = [
+    "CHOCOSGD",
+    "DCDPSGD",
+    "DPSGD",
+    "ECDPSGD",
+    "ConsensusTuning",
+    "DeepSqueeze",
+    "DecentralizedAlgorithm",
+    "consensus_distance",
+    "directed_messages",
+    "eta_spectral_gap",
+    "tune_consensus_step",
+]
+
+DPSGD_FORMS = ("gossip_then_step", "step_then_gossip")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def directed_messages(topology: Topology) -> np.ndarray:
+    """Messages per iteration over one period: ``#{(i, j): i != j, (W_t)_ij != 0}``."""
+    out = []
+    for A in topology.Ws:
+        nz = np.abs(np.asarray(A)) > 0
+        np.fill_diagonal(nz, False)
+        out.append(int(np.count_nonzero(nz)))
+    return np.asarray(out, dtype=np.int64)
+
+
+def consensus_distance(X: Any) -> Any:
+    """``(1/P) sum_i ||x_i - x_bar||^2`` per replicate for ``X`` of shape ``(R, P, d)``."""
+    xp = namespace_of(X)
+    dev = X - xp.mean(X, axis=1, keepdims=True)
+    return xp.mean(xp.sum(dev * dev, axis=-1), axis=1)
+
+
+def _mean_sq_norm(A: Any) -> Any:
+    """``(1/P) sum_i ||a_i||^2`` per replicate."""
+    xp = namespace_of(A)
+    return xp.mean(xp.sum(A * A, axis=-1), axis=1)
+
+
+def _grad_norm2(problem: Any, xbar: Any) -> Any | None:
+    """``||grad f(x_bar)||^2`` (shape (R,)), or None if the problem has no full gradient."""
+    try:
+        g = problem.grad(xbar)
+    except NotImplementedError:
+        return None
+    xp = namespace_of(g)
+    return xp.sum(g * g, axis=-1)
+
+
+def _check_topology(topology: Any, workers: int | None) -> Topology:
+    if not isinstance(topology, Topology):
+        raise TypeError(
+            "topology must be a convkit.topology.Topology (e.g. convkit.topology.ring(16)), "
+            f"got {type(topology).__name__}"
+        )
+    if topology.n < 2:
+        raise ValueError(
+            f"a decentralized algorithm needs a graph with P >= 2 nodes, got P = {topology.n}"
+        )
+    if workers is not None:
+        workers = check_int("workers", workers, low=2)
+        if workers != topology.n:
+            raise ValueError(
+                f"workers = {workers} does not match the topology's size P = {topology.n} "
+                f"({topology.name}); give a topology on {workers} nodes"
+            )
+    return topology
+
+
+def _check_compressor(compressor: Any) -> Compressor:
+    if compressor is None:
+        raise ValueError("compressor is required (e.g. TopK(fraction=0.1) or 'top-k:0.1')")
+    if not isinstance(compressor, (Compressor, str)):
+        raise TypeError(
+            f"compressor must be a convkit Compressor or a spec string, got {compressor!r}"
+        )
+    return get_compressor(compressor)
+
+
+# --------------------------------------------------------------------------- base
+
+
+class DecentralizedAlgorithm(Algorithm):
+    """Shared parts: topology, optional compressor, accounting and metrics.
+
+    Parameters
+    ----------
+    topology:
+        A :class:`~convkit.topology.Topology` on ``P >= 2`` nodes (static or time-varying).
+    step:
+        Step-size schedule ``gamma_k``.
+    compressor:
+        A :class:`~convkit.compression.Compressor` or spec (``"top-k:0.1"``), where used.
+    batch:
+        Per-node batch size ``b``.
+    workers:
+        Optional check: must equal ``topology.n``.
+    float_bits:
+        Bits per uncompressed float (bit accounting).
+    """
+
+    compressed = True
+
+    def __init__(
+        self,
+        topology: Topology,
+        step: StepSize,
+        compressor: Compressor | str | None = None,
+        *,
+        batch: int = 1,
+        workers: int | None = None,
+        name: str | None = None,
+        float_bits: int = 32,
+    ) -> None:
+        topology = _check_topology(topology, workers)
+        super().__init__(topology.n, step, batch, name)
+        self.topology = topology
+        self.float_bits = check_int("float_bits", float_bits, low=1)
+        self.compressor: Compressor | None = (
+            _check_compressor(compressor) if self.compressed else None
+        )
+        self._messages = directed_messages(topology)
+
+    # ------------------------------------------------------------------ helpers
+    def _mix(self, X: Any, k: int) -> Any:
+        return self.topology.mix(X, t=k - 1)
+
+    def _compress(self, X: Any, stream: Any) -> Any:
+        return self.compressor.compress(X, stream)
+
+    def bits_per_message(self, d: int) -> int:
+        """Bits of one message of a ``d``-vector."""
+        if self.compressor is None:
+            return check_int("d", d, low=1) * self.float_bits
+        return int(self.compressor.bits_per_message(d, self.float_bits))
+
+    def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
+        n = self.validate_steps(n)
+        per = self._messages[np.arange(n) % self._messages.size]
+        messages = np.cumsum(per).astype(np.int64)
+        rounds = np.cumsum(per > 0).astype(np.int64)
+        return {
+            "rounds": rounds,
+            "messages": messages,
+            "bits": messages * np.int64(self.bits_per_message(d)),
+        }
+
+    def models(self, state: Any) -> Any:
+        return state.x
+
+    def extra_metrics(self, state: Any, problem: Any) -> dict[str, Any]:
+        X = state.x
+        xp = namespace_of(X)
+        out = {"consensus": consensus_distance(X)}
+        g2 = _grad_norm2(problem, xp.mean(X, axis=1))
+        if g2 is not None:
+            out["grad_norm2"] = g2
+        out.update(self._memory_metrics(state))
+        return out
+
+    def _memory_metrics(self, state: Any) -> dict[str, Any]:
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        out = {
+            **super().describe(),
+            "topology": self.topology.name,
+            "nodes": self.topology.n,
+            "float_bits": self.float_bits,
+        }
+        if self.compressor is not None:
+            out["compressor"] = self.compressor.name
+        return out
+
+    def default_label(self) -> str:
+        comp = f", {self.compressor.name}" if self.compressor is not None else ""
+        return f"{type(self).__name__}({self.topology.name}{comp}, b={self.batch})"
+
+
+def _require_unbiased(algo: str, compressor: Compressor, allow_biased: bool) -> None:
+    if not compressor.unbiased and not allow_biased:
+        raise ValueError(
+            f"{algo} needs an unbiased compressor (its analysis assumes E C(x) = x), got "
+            f"{compressor.name}; use e.g. RandK(fraction=..., scaled=True) or QSGD(s), or pass "
+            "allow_biased=True to simulate it anyway"
+        )
+
+
+# --------------------------------------------------------------------------- states
+
+
+@dataclass
+class GossipState:
+    """State of D-PSGD / DCD-PSGD: the models ``x`` (R, P, d)."""
+
+    x: Any
+
+
+@dataclass
+class ECDState:
+    """ECD-PSGD: models ``x`` and the shared estimates ``y`` of every node's model."""
+
+    x: Any
+    y: Any
+
+
+@dataclass
+class CHOCOState:
+    """CHOCO-SGD: models ``x`` and the public copies ``x_hat``."""
+
+    x: Any
+    x_hat: Any
+
+
+@dataclass
+class DeepSqueezeState:
+    """DeepSqueeze: models ``x``, error memory ``delta`` and the last messages ``v``
+    (``v`` is kept for inspection and the identity tests; zeros before the first step)."""
+
+    x: Any
+    delta: Any
+    v: Any
+
+
+# --------------------------------------------------------------------------- D-PSGD
+
+
+class DPSGD(DecentralizedAlgorithm):
+    """Decentralized parallel SGD (Lian et al. 2017, "Can decentralized algorithms outperform
+    centralized algorithms?").
+
+    ``form="gossip_then_step"`` (the paper's): ``x_i <- sum_j W_ij x_j - gamma g_i(x_i)``;
+    ``form="step_then_gossip"``: ``X <- W (X - gamma G(X))``. Rate **[classic]**:
+    ``O(sigma / sqrt(P T) + (P zeta^2)^(1/3) / T^(2/3))``. Messages carry full models
+    (``d float_bits`` bits).
+    """
+
+    compressed = False
+    state_arrays = 1
+
+    def __init__(
+        self,
+        topology: Topology,
+        step: StepSize,
+        form: str = "gossip_then_step",
+        *,
+        batch: int = 1,
+        workers: int | None = None,
+        name: str | None = None,
+        float_bits: int = 32,
+    ) -> None:
+        self.form = check_in("form", form, DPSGD_FORMS)
+        super().__init__(
+            topology, step, None, batch=batch, workers=workers, name=name, float_bits=float_bits
+        )
+
+    def init(self, theta0: Any, stream: Any) -> GossipState:
+        return GossipState(theta0)
+
+    def step(self, state: GossipState, oracle: Any, k: int, stream: Any) -> GossipState:
+        gamma = self._gammas[k - 1]
+        if self.form == "step_then_gossip":
+            X = oracle.sgd_update(state.x, gamma)
+            state.x = self._mix(X, k)
+        else:
+            G = oracle.grad(state.x)
+            X = self._mix(state.x, k)
+            G *= gamma
+            X -= G
+            state.x = X
+        return state
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "form": self.form}
+
+    def default_label(self) -> str:
+        return f"DPSGD({self.topology.name}, {self.form}, b={self.batch})"
+
+
+# --------------------------------------------------------------------------- DCD / ECD
+
+
+class DCDPSGD(DecentralizedAlgorithm):
+    """DCD-PSGD, difference compression (Tang, Gan, Zhang, Zhang, Liu 2018, "Communication
+    compression for decentralized training", Algorithm 1).
+
+    ``h_i = sum_j W_ij x_j - gamma g_i(x_i)``, ``q_i = C(h_i - x_i)``, ``x_i <- x_i + q_i``
+    (every neighbour applies the same ``q_i`` to its replica, so replicas equal models).
+    Needs an unbiased, accurate compressor and diverges under aggressive compression
+    **[classic]** (a biased compressor raises unless ``allow_biased=True``).
+    """
+
+    state_arrays = 1
+
+    def __init__(
+        self,
+        topology: Topology,
+        step: StepSize,
+        compressor: Compressor | str,
+        *,
+        allow_biased: bool = False,
+        batch: int = 1,
+        workers: int | None = None,
+        name: str | None = None,
+        float_bits: int = 32,
+    ) -> None:
+        super().__init__(
+            topology,
+            step,
+            compressor,
+            batch=batch,
+            workers=workers,
+            name=name,
+            float_bits=float_bits,
+        )
+        _require_unbiased("DCD-PSGD", self.compressor, allow_biased)
+
+    def init(self, theta0: Any, stream: Any) -> GossipState:
+        return GossipState(theta0)
+
+    def step(self, state: GossipState, oracle: Any, k: int, stream: Any) -> GossipState:
+        gamma = self._gammas[k - 1]
+        X = state.x
+        G = oracle.grad(X)
+        D = self._mix(X, k)
+        G *= gamma
+        D -= G
+        D -= X  # h - x
+        X += self._compress(D, stream)
+        return state
+
+
+class ECDPSGD(DecentralizedAlgorithm):
+    """ECD-PSGD, extrapolation compression (Tang et al. 2018, Algorithm 2), ``t = k``:
+
+    ``h_i = sum_j W_ij y_j - gamma g_i(x_i)``, ``z_i = (1 - t/2) x_i + (t/2) h_i``,
+    ``x_i <- h_i``, ``y_i <- (1 - 2/t) y_i + (2/t) C(z_i)`` (every holder of ``y_i`` applies
+    the same update). ``y`` starts at ``x_0``. Needs an unbiased compressor.
+    """
+
+    state_arrays = 2
+
+    def __init__(
+        self,
+        topology: Topology,
+        step: StepSize,
+        compressor: Compressor | str,
+        *,
+        allow_biased: bool = False,
+        batch: int = 1,
+        workers: int | None = None,
+        name: str | None = None,
+        float_bits: int = 32,
+    ) -> None:
+        super().__init__(
+            topology,
+            step,
+            compressor,
+            batch=batch,
+            workers=workers,
+            name=name,
+            float_bits=float_bits,
+        )
+        _require_unbiased("ECD-PSGD", self.compressor, allow_biased)
+
+    def init(self, theta0: Any, stream: Any) -> ECDState:
+        xp = namespace_of(theta0)
+        return ECDState(theta0, xp.asarray(theta0, copy=True))
+
+    def step(self, state: ECDState, oracle: Any, k: int, stream: Any) -> ECDState:
+        gamma = self._gammas[k - 1]
+        t = float(k)
+        G = oracle.grad(state.x)
+        H = self._mix(state.y, k)
+        G *= gamma
+        H -= G
+        Z = (1.0 - t / 2.0) * state.x
+        Z += (t / 2.0) * H
+        state.x = H
+        Y = state.y
+        Y *= 1.0 - 2.0 / t
+        Y += (2.0 / t) * self._compress(Z, stream)
+        return state
+
+    def _memory_metrics(self, state: ECDState) -> dict[str, Any]:
+        return {"estimate_gap": _mean_sq_norm(state.y - state.x)}
+
+
+# --------------------------------------------------------------------------- CHOCO
+
+
+class CHOCOSGD(DecentralizedAlgorithm):
+    """CHOCO-SGD (Koloskova, Stich, Jaggi 2019, "Decentralized stochastic optimization and
+    gossip algorithms with compressed communication"), in the order of the theory note:
+
+    ``h_i = x_i - gamma g_i(x_i)``, ``x_i = h_i + gamma_c sum_j W_ij (x_hat_j - x_hat_i)``,
+    ``q_i = C(x_i - x_hat_i)``, ``x_hat_i <- x_hat_i + q_i`` (everywhere).
+
+    Works with biased contractive compressors at any compression ratio once ``gamma_c`` is
+    small enough (:func:`tune_consensus_step` picks it by simulating pure gossip); strongly
+    convex rate **[classic]** ``O(1/(P T) + 1/(T delta^2 omega)^2)``. ``x_hat`` starts at
+    ``x_0``. ``gamma_c`` must lie in ``(0, 1]``.
+    """
+
+    state_arrays = 2
+
+    def __init__(
+        self,
+        topology: Topology,
+        step: StepSize,
+        compressor: Compressor | str,
+        consensus_step: float,
+        *,
+        batch: int = 1,
+        workers: int | None = None,
+        name: str | None = None,
+        float_bits: int = 32,
+    ) -> None:
+        self.consensus_step = check_real(
+            "consensus_step (gamma_c)", consensus_step, low=0.0, high=1.0, low_inclusive=False
+        )
+        super().__init__(
+            topology,
+            step,
+            compressor,
+            batch=batch,
+            workers=workers,
+            name=name,
+            float_bits=float_bits,
+        )
+
+    def init(self, theta0: Any, stream: Any) -> CHOCOState:
+        xp = namespace_of(theta0)
+        return CHOCOState(theta0, xp.asarray(theta0, copy=True))
+
+    def step(self, state: CHOCOState, oracle: Any, k: int, stream: Any) -> CHOCOState:
+        X = oracle.sgd_update(state.x, self._gammas[k - 1])  # h = x - gamma g
+        Xh = state.x_hat
+        M = self._mix(Xh, k)
+        M -= Xh
+        M *= self.consensus_step
+        X += M
+        D = X - Xh
+        Xh += self._compress(D, stream)
+        state.x = X
+        return state
+
+    def _memory_metrics(self, state: CHOCOState) -> dict[str, Any]:
+        return {"replica_gap": _mean_sq_norm(state.x_hat - state.x)}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "consensus_step": self.consensus_step}
+
+    def default_label(self) -> str:
+        return (
+            f"CHOCOSGD({self.topology.name}, {self.compressor.name}, "
+            f"gamma_c={self.consensus_step:g}, b={self.batch})"
+        )
+
+
+# --------------------------------------------------------------------------- DeepSqueeze
+
+
+class DeepSqueeze(DecentralizedAlgorithm):
+    """DeepSqueeze (Tang, Lian, Qiu, Yuan, Zhang, Zhang, Liu 2019, arXiv 1907.07346), per node
+    (rule of the public implementations, ``shared/theory/decentralized.md``):
+
+    1. ``g_i`` = stochastic gradient at ``x_i``;   2. ``h_i = x_i - gamma g_i``;
+    3. ``v_i = C(h_i + delta_i)``;   4. ``delta_i <- h_i + delta_i - v_i``;
+    5. send ``v_i`` to every neighbour;   6. ``x_i <- h_i + eta sum_j (W_ij - [i == j]) v_j``.
+
+    ``eta`` in ``(0, 1]`` is the consensus step (``W_eta = (1 - eta) I + eta W``); the error
+    memory ``delta`` starts at 0. Claimed rate **[paper]** ``E||grad f(x_bar)||^2 <~
+    1/sqrt(P T) + C_2 / T`` for ``gamma <= 1 / (3 L sqrt(C_2))``. The compressed quantity is a
+    model, so the memory does not shrink with ``gamma`` **[derived]**. Any compressor is
+    accepted: a non-contractive one (scaled rand-k) is allowed so that its divergence can be
+    shown.
+    """
+
+    state_arrays = 3
+
+    def __init__(
+        self,
+        topology: Topology,
+        step: StepSize,
+        compressor: Compressor | str,
+        eta: float,
+        *,
+        batch: int = 1,
+        workers: int | None = None,
+        name: str | None = None,
+        float_bits: int = 32,
+    ) -> None:
+        self.eta = check_real("eta", eta, low=0.0, high=1.0, low_inclusive=False)
+        super().__init__(
+            topology,
+            step,
+            compressor,
+            batch=batch,
+            workers=workers,
+            name=name,
+            float_bits=float_bits,
+        )
+
+    def init(self, theta0: Any, stream: Any) -> DeepSqueezeState:
+        xp = namespace_of(theta0)
+        return DeepSqueezeState(theta0, xp.zeros_like(theta0), xp.zeros_like(theta0))
+
+    def step(self, state: DeepSqueezeState, oracle: Any, k: int, stream: Any) -> DeepSqueezeState:
+        X = oracle.sgd_update(state.x, self._gammas[k - 1])  # h = x - gamma g
+        U = state.delta
+        U += X  # h + delta
+        V = self._compress(U, stream)
+        U -= V  # new delta = h + delta - v
+        M = self._mix(V, k)
+        M -= V
+        M *= self.eta
+        X += M
+        state.x = X
+        state.v = V
+        return state
+
+    def _memory_metrics(self, state: DeepSqueezeState) -> dict[str, Any]:
+        return {"memory": _mean_sq_norm(state.delta)}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "eta": self.eta}
+
+    def default_label(self) -> str:
+        return (
+            f"DeepSqueeze({self.topology.name}, {self.compressor.name}, eta={self.eta:g}, "
+            f"b={self.batch})"
+        )
+
+
+# --------------------------------------------------------------------------- gamma_c tuner
+
+
+@dataclass(frozen=True)
+class ConsensusTuning:
+    """Result of :func:`tune_consensus_step`.
+
+    ``gamma_c``: the grid value with the smallest measured rate; ``rate``: that rate;
+    ``grid`` and ``rates``: every grid value and its per-iteration contraction rate of the
+    consensus distance (``>= 1``: no convergence; ``inf``: blew up).
+    """
+
+    gamma_c: float
+    rate: float
+    grid: np.ndarray
+    rates: np.ndarray
+    iterations: int
+    d: int
+
+
+def tune_consensus_step(
+    topology: Topology,
+    compressor: Compressor | str,
+    *,
+    grid: Any = None,
+    d: int = 100,
+    iterations: int = 200,
+    replicates: int = 4,
+    seed: int = 0,
+    backend: Backend | None = None,
+) -> ConsensusTuning:
+    """Pick CHOCO-SGD's consensus step ``gamma_c`` by simulating CHOCO-gossip (no gradients).
+
+    For every ``gamma_c`` of ``grid`` (default: 41 log-spaced values in ``[1e-3, 1]``), all at
+    once in one ``(len(grid) * replicates, P, d)`` block with the same random start ``X_0``
+    (i.i.d. ``N(0, 1)`` entries, centred over the nodes so that the consensus value is 0 and
+    the consensus distance is free of cancellation down to tiny values) and ``X_hat_0 = 0``
+    (Koloskova et al. 2019, Algorithm 1):
+
+        X <- X + gamma_c (W_t - I) X_hat,   X_hat <- X_hat + C(X - X_hat).
+
+    The rate of a grid value is the geometric-mean per-iteration contraction of the
+    consensus distance ``e_t = (1/P) sum_i ||x_i - x_bar||^2`` over the second half of the
+    run, ``(e_T / e_{T/2})^(2/T)`` (with ``e`` floored at ``1e-300``; geometric mean over
+    replicates); a non-finite ``e_T`` gives ``inf``. Returns the grid value with the smallest
+    rate (ties: the larger ``gamma_c``).
+    """
+    topology = _check_topology(topology, None)
+    comp = _check_compressor(compressor)
+    d = check_int("d", d, low=1)
+    iterations = check_int("iterations", iterations, low=2)
+    R = check_int("replicates", replicates, low=1)
+    if grid is None:
+        grid = np.geomspace(1e-3, 1.0, 41)
+    grid = np.atleast_1d(np.asarray(grid, dtype=np.float64))
+    if grid.ndim != 1 or grid.size == 0:
+        raise ValueError(f"grid must be a non-empty 1-D sequence of gamma_c values, got {grid!r}")
+    for g in grid:
+        check_real("grid value (gamma_c)", float(g), low=0.0, high=1.0, low_inclusive=False)
+    be = backend if backend is not None else Backend()
+    xp = be.xp
+    Gn, P = grid.size, topology.n
+    stream = be.stream(seed, "tune_consensus_step", topology.name, comp.name, d)
+    x0 = stream.normal((R, P, d))
+    x0 = x0 - xp.mean(x0, axis=1, keepdims=True)  # consensus value 0: no cancellation in e_t
+    X = xp.reshape(xp.broadcast_to(x0[None], (Gn, R, P, d)), (Gn * R, P, d)) + 0.0
+    Xh = xp.zeros_like(X)
+    gc = xp.reshape(xp.repeat(be.asarray(grid), R), (Gn * R, 1, 1))
+    half = iterations // 2
+    e_half = None
+    with np.errstate(all="ignore"):
+        for t in range(iterations):
+            M = topology.mix(Xh, t=t)
+            M -= Xh
+            M *= gc
+            X += M
+            Xh += comp.compress(X - Xh, stream)
+            if t + 1 == half:
+                e_half = consensus_distance(X)
+        e_end = consensus_distance(X)
+        tiny = 1e-300
+        e_half = np.maximum(np.asarray(e_half, dtype=np.float64), tiny)
+        e_end_np = np.asarray(e_end, dtype=np.float64)
+        finite = np.isfinite(e_end_np) & np.isfinite(e_half)
+        logs = (np.log(np.maximum(e_end_np, tiny)) - np.log(e_half)) / (iterations - half)
+        logs = np.where(finite, logs, np.inf).reshape(Gn, R)
+        rates = np.exp(np.mean(logs, axis=1))
+    order = np.lexsort((-grid, rates))
+    best = int(order[0])
+    return ConsensusTuning(float(grid[best]), float(rates[best]), grid, rates, iterations, d)
+
+
+def eta_spectral_gap(topology: Topology, eta: float) -> float:
+    """Spectral gap ``1 - rho(W_eta)`` of DeepSqueeze's ``W_eta = (1 - eta) I + eta W``."""
+    eta = check_real("eta", eta, low=0.0, high=1.0, low_inclusive=False)
+    return float(topology.W_eta(eta).spectral_gap)
