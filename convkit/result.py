@@ -30,10 +30,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported lazily: `import convkit` stays fast
+    import pandas as pd
 
 __all__ = ["FRAME_COLUMNS", "Result", "summarize"]
 
@@ -102,6 +104,7 @@ class Result:
 
     def curve(self, config: str | None = None, metric: str = "hnorm2", iterate: str = "avg"):
         """Rows of one curve (one config, metric and iterate), sorted by step."""
+
         config = config if config is not None else self.configs[0]
         f = self.frame
         sel = f[(f.config == config) & (f.metric == metric) & (f.iterate == iterate)]
@@ -111,12 +114,15 @@ class Result:
 
     def final(self, metric: str = "hnorm2", iterate: str = "avg") -> pd.DataFrame:
         """The last record point of every configuration."""
+
         f = self.frame[(self.frame.metric == metric) & (self.frame.iterate == iterate)]
         return f.loc[f.groupby("config")["step"].idxmax()].reset_index(drop=True)
 
     @property
     def diverged(self) -> pd.DataFrame:
         """One row per diverged replicate: config, replicate, step of divergence."""
+        import pandas as pd
+
         rows = [
             {"config": name, "replicate": int(r), "step": int(cv.diverged_at[r])}
             for name, cv in self.values.items()
@@ -139,6 +145,8 @@ class Result:
         means) with ``ratio_se`` from the delta method with the paired covariance:
         ``Var(a/b) ~ (Var a - 2 r Cov(a, b) + r^2 Var b) / (n mu_b^2)``, ``r = mu_a / mu_b``.
         """
+        import pandas as pd
+
         baseline = baseline if baseline is not None else self.configs[0]
         a, b = self.values[config], self.values[baseline]
         common, ia, ib = np.intersect1d(a.steps, b.steps, return_indices=True)
@@ -207,6 +215,8 @@ class Result:
     @classmethod
     def load(cls, path: str | Path) -> Result:
         """Read a result written by :meth:`save`."""
+        import pandas as pd
+
         path = Path(path)
         if (path / "frame.parquet").exists():
             frame = pd.read_parquet(path / "frame.parquet")
@@ -246,6 +256,8 @@ def _json_default(o: Any) -> Any:
 
 def frame_from_values(values: dict[str, ConfigValues]) -> pd.DataFrame:
     """Tidy frame (see module docstring) from per-replicate values."""
+    import pandas as pd
+
     parts = []
     for name, cv in values.items():
         mean, se, count = summarize(cv.values, cv.valid_mask())
