@@ -362,7 +362,7 @@ def _w_eta_gap() -> TheoryResult:
 
 
 def _invariance() -> TheoryResult:
-    res = dv.derive_additive_noise_invariance()
+    res = dv.derive_additive_noise_invariance(multiplicative=False)
     if not res["additive_identical"]:
         raise RuntimeError("additive-noise invariance derivation failed")
     ref = res["additive"]["MBA"]

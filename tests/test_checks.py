@@ -1,0 +1,252 @@
+"""Tests of convkit.checks on synthetic data with known answers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from convkit.checks import (
+    check_bound,
+    find_threshold,
+    fit_exponent,
+    log_moment_growth_rate,
+    stability_limit,
+)
+
+
+# ------------------------------------------------------------------ check_bound
+def test_check_bound_holds_and_reports_tightness():
+    x = np.logspace(1, 4, 10)
+    bound = 1 / np.sqrt(x)
+    mean = 0.5 * bound
+    res = check_bound(x, mean, 0.01 * mean, bound)
+    assert res.holds and res.n_violations == 0 and res.x_worst is None
+    np.testing.assert_allclose(res.ratio, 0.5)
+    assert res.max_ratio == pytest.approx(0.5)
+    json.dumps(res.to_dict())
+
+
+def test_check_bound_flags_a_significant_violation_only():
+    x = np.arange(1.0, 11.0)
+    bound = np.ones(10)
+    mean = np.ones(10) * 0.9
+    se = np.full(10, 0.05)
+    mean[3] = 1.05  # 1 SE above: not significant at 99% one-sided (z = 2.33)
+    mean[7] = 1.5  # 10 SE above: violated
+    res = check_bound(x, mean, se, bound, confidence=0.99)
+    assert not res.holds
+    assert res.violated.tolist() == [i == 7 for i in range(10)]
+    assert res.x_worst == 8.0 and res.worst_z == pytest.approx(10.0)
+    assert res.max_ratio == pytest.approx(1.5) and res.x_max_ratio == 8.0
+    assert res.z == pytest.approx(2.3263478740408408)
+
+
+def test_check_bound_exact_curves_and_frames():
+    frame = pd.DataFrame({"x": [1.0, 2.0, 3.0], "mean": [0.5, 1.2, 0.9], "se": 0.0})
+    res = check_bound(frame, bound_values=[1.0, 1.0, 1.0])
+    assert not res.holds and res.x_worst == 2.0 and math.isinf(res.worst_z)
+    res2 = check_bound(frame[["x", "mean"]], bound_values=2.0)
+    assert res2.holds
+    with pytest.raises(ValueError, match="same length"):
+        check_bound([1, 2], [1.0], None, [1.0])
+    with pytest.raises(ValueError, match="confidence"):
+        check_bound([1], [1.0], None, [1.0], confidence=1.5)
+
+
+def test_check_bound_false_alarm_rate_is_calibrated():
+    """With the mean exactly at the bound and Gaussian noise of the stated se, a single point
+    is flagged with probability 1 - confidence (binomial check, 4 SE)."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    se = 0.1
+    mean = 1.0 + se * rng.standard_normal(n)
+    res = check_bound(np.arange(n), mean, se, 1.0, confidence=0.95)
+    rate = res.violated.mean()
+    assert abs(rate - 0.05) < 4 * math.sqrt(0.05 * 0.95 / n)
+
+
+# ------------------------------------------------------------------ fit_exponent
+def test_fit_exponent_exact_power_law():
+    x = np.logspace(1, 5, 12)
+    y = 3.0 * x**-0.5
+    fit = fit_exponent(x, y, predicted=-0.5)
+    assert fit.slope == pytest.approx(-0.5, abs=1e-12)
+    assert fit.consistent and fit.method == "ols"
+    assert fit.intercept == pytest.approx(math.log(3.0), abs=1e-10)
+    assert fit.interval[1] - fit.interval[0] < 1e-6
+    assert fit_exponent(x, y, predicted=-0.49).consistent is False
+
+
+def test_fit_exponent_window_and_weights():
+    """Two regimes: 1/x for small x, 1/sqrt(x) for large x; the window picks the regime.
+    With noise of known se, the weighted interval covers the local slope."""
+    rng = np.random.default_rng(3)
+    x = np.logspace(0, 8, 33)
+    truth = 10 / x + 1 / np.sqrt(x)  # crossover at x = 100
+    se = 0.02 * truth
+    y = truth * (1 + 0.02 * rng.standard_normal(x.size))
+    hi = fit_exponent(x, y, se, window=(1e6, 1e8), predicted=-0.5)
+    assert hi.method == "weighted" and hi.n_points == 9
+    local = float(np.polyfit(np.log(x[-9:]), np.log(truth[-9:]), 1)[0])  # -0.5 minus a bit
+    assert hi.interval[0] <= local <= hi.interval[1]
+    assert hi.chi2_dof is not None and hi.chi2_dof < 4
+    lo = fit_exponent(x, y, se, window=(1, 10), predicted=-0.5)
+    assert lo.consistent is False and lo.slope < -0.8
+    frame = pd.DataFrame({"x": x, "mean": y, "se": se})
+    assert fit_exponent(frame, window=(1e6, 1e8)).slope == pytest.approx(hi.slope)
+
+
+def test_fit_exponent_interval_coverage():
+    """95% intervals from the weighted fit cover the true slope in ~95% of 400 synthetic
+    experiments (binomial, 4 SE)."""
+    rng = np.random.default_rng(4)
+    x = np.logspace(1, 4, 8)
+    hits = 0
+    n = 400
+    for _ in range(n):
+        rel = 0.05
+        y = x**-1.0 * np.exp(rel * rng.standard_normal(x.size))
+        hits += fit_exponent(x, y, rel * y, predicted=-1.0).consistent
+    assert abs(hits / n - 0.95) < 4 * math.sqrt(0.95 * 0.05 / n)
+
+
+def test_fit_exponent_errors():
+    with pytest.raises(ValueError, match="at least 2 points"):
+        fit_exponent([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], window=(2.5, 2.6))
+    with pytest.raises(ValueError, match="positive"):
+        fit_exponent([1.0, 2.0], [1.0, -2.0])
+
+
+# ------------------------------------------------------------------ find_threshold
+def test_find_threshold_exact_curve():
+    """err(N)/err(MBA) = 1 + A/N: N* for eps is A/eps exactly (log interpolation of a
+    smooth curve on a fine grid is accurate to the grid's curvature)."""
+    N = np.unique(np.round(np.logspace(0, 4, 200)))
+    A, eps = 50.0, 0.1
+    ratio = 1 + A / N
+    th = find_threshold(N, ratio, 0.0, eps=eps)
+    assert th.first_holding == N[np.argmax(ratio <= 1 + eps)]
+    assert th.estimate == pytest.approx(A / eps, rel=1e-3)
+    lo, hi = th.bracket
+    assert hi == th.first_holding and lo < A / eps <= hi
+    json.dumps(th.to_dict())
+
+
+def test_find_threshold_difference_mode_with_crn():
+    """Paired (common random numbers) differences: err(N) - err(MBA) = c/N + noise; with
+    per-replicate pairing the se is small and the bracket is narrow around N* = c/(eps e)."""
+    rng = np.random.default_rng(5)
+    R = 4000
+    N = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], float)
+    base = 1.0 + 0.5 * rng.standard_normal((R, 1))  # shared noise (cancels in differences)
+    err_mba = base * 0.01
+    err = err_mba + 0.5 / N + 0.001 * rng.standard_normal((R, N.size))
+    d = err - err_mba
+    ref = err_mba.mean()
+    th = find_threshold(
+        N, d.mean(0), d.std(0, ddof=1) / np.sqrt(R), eps=0.5, mode="difference", reference=ref
+    )
+    n_star = 0.5 / (0.5 * ref)  # = 100
+    lo, hi = th.bracket
+    assert lo is not None and hi is not None
+    assert lo < n_star <= hi and hi / lo <= 4
+    assert th.estimate == pytest.approx(n_star, rel=0.3)
+    # unpaired se (from the raw errors) is far larger: the bracket widens
+    se_unpaired = np.sqrt(err.var(0, ddof=1) / R + err_mba.var(ddof=1) / R)
+    th2 = find_threshold(N, d.mean(0), se_unpaired, eps=0.5, mode="difference", reference=ref)
+    assert th2.bracket[1] / max(th2.bracket[0] or 1.0, 1.0) >= hi / lo
+
+
+def test_find_threshold_never_and_always():
+    N = np.array([1.0, 2.0, 4.0])
+    never = find_threshold(N, [2.0, 1.9, 1.8], None, eps=0.1)
+    assert never.estimate is None and never.bracket == (4.0, None)
+    always = find_threshold(N, [0.5, 0.5, 0.5], None)
+    assert always.estimate == 1.0 and always.bracket == (None, 1.0)
+    margin = find_threshold(N, [0.3, -0.1, -0.2], [0.01, 0.01, 0.01], mode="margin")
+    assert margin.first_holding == 2.0
+    with pytest.raises(ValueError, match="increasing"):
+        find_threshold([2.0, 1.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="mode"):
+        find_threshold(N, [1.0, 1.0, 1.0], mode="other")
+    with pytest.raises(ValueError, match="reference"):
+        find_threshold(N, [1.0, 1.0, 1.0], eps=0.1, mode="difference")
+
+
+# ------------------------------------------------------------------ stability
+def test_stability_limit_bisection_on_exact_criterion():
+    """1-D Gaussian SGD: E[(1 - g x^2)^2] = 1 - 2 g h + 3 g^2 h^2 < 1 iff g < 2/(3h)."""
+    h = 1.7
+
+    def stable(g):
+        return 1 - 2 * g * h + 3 * g**2 * h**2 < 1
+
+    res = stability_limit(stable, 1e-3, 10.0, rtol=1e-6)
+    assert res.lo < 2 / (3 * h) <= res.hi
+    assert res.hi / res.lo - 1 <= 1e-6
+    assert res.estimate == pytest.approx(2 / (3 * h), rel=1e-6)
+    assert res.n_evaluations == len(res.history)
+    with pytest.raises(ValueError, match="is_stable\\(lo\\) must be True"):
+        stability_limit(stable, 5.0, 10.0)
+    with pytest.raises(ValueError, match="is_stable\\(hi\\) must be False"):
+        stability_limit(stable, 0.01, 0.1)
+
+
+def _scalar_sgd_log_norms(gamma, h, T, R, rng):
+    """eta_t = prod (1 - gamma x_k^2) eta_0, x ~ N(0, h) (no additive noise), squared."""
+    x2 = h * rng.standard_normal((T, R)) ** 2
+    log_f = np.log((1 - gamma * x2) ** 2)
+    return np.exp(np.cumsum(log_f, axis=0))  # may overflow/underflow for large T
+
+
+def test_log_moment_growth_rate_matches_lyapunov_exponent_not_mean_square():
+    """Just above the mean-square limit 2/(3h), the second moment grows (exact rate
+    log(1 - 2gh + 3g^2h^2) > 0) while the log-moment rate, an estimate of the top Lyapunov
+    exponent E log (1 - g x^2)^2, is negative. The estimate matches the Lyapunov exponent
+    computed by quadrature within 4 SE."""
+    from scipy import integrate, stats
+
+    h = 1.0
+    gamma = 0.75  # > 2/3
+    ms_rate = math.log(1 - 2 * gamma * h + 3 * gamma**2 * h**2)
+    assert ms_rate > 0
+
+    def integrand(z):
+        return np.log((1 - gamma * h * z**2) ** 2) * stats.norm.pdf(z)
+
+    z0 = 1 / math.sqrt(gamma * h)  # log singularity
+    lyap = sum(
+        integrate.quad(integrand, a, b, limit=200)[0]
+        for a, b in ((-np.inf, -z0), (-z0, 0), (0, z0), (z0, np.inf))
+    )
+    rng = np.random.default_rng(8)
+    with np.errstate(over="ignore", under="ignore"):
+        s = _scalar_sgd_log_norms(gamma, h, 200, 4000, rng)
+    s = np.where(s == 0, np.finfo(float).tiny, s)
+    res = log_moment_growth_rate(s)
+    assert res.rate < 0 and res.stable is True
+    assert abs(res.rate - lyap) < 4 * res.se
+    json.dumps(res.to_dict())
+
+
+def test_log_moment_growth_rate_detects_divergence_and_vectors():
+    rng = np.random.default_rng(9)
+    R, T, d = 500, 60, 3
+    eta = np.ones((R, d))
+    traj = []
+    for _ in range(T):
+        eta = 1.2 * eta + 0.1 * rng.standard_normal((R, d))
+        traj.append(eta.copy())
+    traj = np.array(traj)
+    res = log_moment_growth_rate(traj, squared_norms=False)
+    assert res.stable is False
+    assert res.rate == pytest.approx(2 * math.log(1.2), rel=0.05)
+    over = np.full((5, 4), 1.0)
+    over[3:, 0] = np.inf
+    assert log_moment_growth_rate(over).n_diverged == 1
+    with pytest.raises(ValueError, match="shape"):
+        log_moment_growth_rate(np.ones(5))
