@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 _DTYPES = {"float64": np.float64, "float32": np.float32}
+BACKENDS = ("numpy", "cupy", "array_api_strict")
 
 
 def namespace_of(*arrays: Any) -> Any:
@@ -74,39 +75,48 @@ class RandomStream:
     """Random numbers for one backend, drawn from a seeded generator.
 
     Wraps :class:`numpy.random.Generator` (or CuPy's) with the few draws convkit needs,
-    always returning arrays of the backend's namespace and requested dtype.
+    always returning arrays of the backend's namespace and requested dtype.  For namespaces
+    without a random module of their own (array-api-strict) the numbers are drawn on the host
+    with NumPy and converted (``host=True``).
     """
 
     generator: Any
     xp: Any
     dtype: Any
+    host: bool = False
+
+    def _out(self, arr: Any) -> Any:
+        return self.xp.asarray(arr) if self.host else arr
 
     def normal(self, shape: tuple[int, ...]) -> Any:
         """Standard normal draws."""
-        return self.generator.standard_normal(size=shape, dtype=self.dtype)
+        dt = np.dtype(str(self.dtype).split(".")[-1]) if self.host else self.dtype
+        return self._out(self.generator.standard_normal(size=shape, dtype=dt))
 
     def uniform(self, shape: tuple[int, ...]) -> Any:
         """Uniform draws on [0, 1)."""
-        return self.generator.random(size=shape, dtype=self.dtype)
+        dt = np.dtype(str(self.dtype).split(".")[-1]) if self.host else self.dtype
+        return self._out(self.generator.random(size=shape, dtype=dt))
 
     def rademacher(self, shape: tuple[int, ...]) -> Any:
         """Independent random signs +-1 (in the stream's dtype)."""
-        bits = self.generator.integers(0, 2, size=shape, dtype=np.int8)
-        out = self.xp.astype(bits, self.dtype) if hasattr(self.xp, "astype") else bits
-        return 2 * out - 1
+        bits = self._out(self.generator.integers(0, 2, size=shape, dtype=np.int8))
+        return 2 * self.xp.astype(bits, self.dtype) - 1
 
     def integers(self, high: int, shape: tuple[int, ...]) -> Any:
         """Uniform integers in [0, high)."""
-        return self.generator.integers(0, high, size=shape)
+        return self._out(self.generator.integers(0, high, size=shape))
 
     def permutations(self, n: int, shape: tuple[int, ...]) -> Any:
         """Independent random permutations of range(n), one per leading index: shape + (n,)."""
-        keys = self.generator.random(size=(*shape, n))
+        keys = self._out(self.generator.random(size=(*shape, n)))
         return self.xp.argsort(keys, axis=-1)
 
     def spawn(self, count: int) -> list[RandomStream]:
         """Independent child streams."""
-        return [RandomStream(g, self.xp, self.dtype) for g in self.generator.spawn(count)]
+        return [
+            RandomStream(g, self.xp, self.dtype, self.host) for g in self.generator.spawn(count)
+        ]
 
 
 @dataclass
@@ -116,7 +126,9 @@ class Backend:
     Parameters
     ----------
     name:
-        ``"numpy"`` (default) or ``"cupy"``.
+        ``"numpy"`` (default), ``"cupy"`` (GPU), or ``"array_api_strict"`` (the standard's
+        reference namespace, on the CPU: for proving that code uses only the standard API;
+        random numbers are drawn with NumPy and converted).
     dtype:
         ``"float64"`` (default) or ``"float32"``.
     """
@@ -126,14 +138,22 @@ class Backend:
     xp: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.name not in ("numpy", "cupy"):
-            raise ValueError(f"backend must be 'numpy' or 'cupy', got {self.name!r}")
+        if self.name not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {self.name!r}")
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
         if self.name == "numpy":
             self.xp = np
-        else:
+        elif self.name == "cupy":
             self.xp = _import_cupy()
+        else:
+            try:
+                import array_api_strict
+            except ImportError as exc:
+                raise RuntimeError(
+                    "backend='array_api_strict' needs `pip install array-api-strict`"
+                ) from exc
+            self.xp = array_api_strict
 
     @property
     def float_dtype(self) -> Any:
@@ -142,19 +162,21 @@ class Backend:
     def stream(self, seed: int | np.random.SeedSequence | None, *key: Any) -> RandomStream:
         """A random stream seeded by ``derive_seed(seed, *key)``."""
         ss = derive_seed(seed, *key)
-        if self.name == "numpy":
-            gen = np.random.Generator(np.random.SFC64(ss))
-        else:
+        if self.name == "cupy":
             gen = self.xp.random.Generator(self.xp.random.XORWOW(int(ss.generate_state(1)[0])))
-        return RandomStream(gen, self.xp, self.float_dtype)
+            return RandomStream(gen, self.xp, self.float_dtype)
+        gen = np.random.Generator(np.random.SFC64(ss))
+        return RandomStream(gen, self.xp, self.float_dtype, host=self.name != "numpy")
 
     def asarray(self, x: Any) -> Any:
         """Move ``x`` to this backend with this backend's float dtype."""
         return self.xp.asarray(x, dtype=self.float_dtype)
 
     def argpartition(self, x: Any, kth: int, axis: int = -1) -> Any:
-        """``argpartition`` (not in the array API standard)."""
-        return self.xp.argpartition(x, kth, axis=axis)
+        """``argpartition`` (not in the array API standard; a full sort where it is missing)."""
+        if hasattr(self.xp, "argpartition"):
+            return self.xp.argpartition(x, kth, axis=axis)
+        return self.xp.argsort(x, axis=axis)
 
 
 def _import_cupy() -> Any:

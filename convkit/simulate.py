@@ -70,12 +70,12 @@ def record_steps(n: int, n_record: int = 40, extra: Sequence[int] | None = None)
 def _take(batch: Any, workers: int, size: int) -> Any:
     """Slice a batch to its first ``workers`` workers and ``size`` batch slots."""
     if not is_dataclass(batch):
-        return batch[:, :workers, :size]
+        return batch[:, :workers, :size, ...]
     updates = {}
     for f in fields(batch):
         v = getattr(batch, f.name)
         if v is not None and getattr(v, "ndim", 0) >= 3:
-            updates[f.name] = v[:, :workers, :size]
+            updates[f.name] = v[:, :workers, :size, ...]
     return replace(batch, **updates)
 
 

@@ -108,7 +108,7 @@ CASES = [
         "bad backend",
         lambda: ck.Backend("jax"),
         ValueError,
-        r"backend must be 'numpy' or 'cupy', got 'jax'",
+        r"backend must be one of \['numpy', 'cupy', 'array_api_strict'\], got 'jax'",
     ),
     ("bad dtype", lambda: ck.Backend("numpy", "float16"), ValueError, r"dtype must be one of"),
     (

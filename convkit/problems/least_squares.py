@@ -284,7 +284,7 @@ class LeastSquares(Problem):
 
     def sgd_update(self, theta: Any, batch: LSBatch, gamma: float, mean: Any = None) -> Any:
         """In place SGD step, through the fused kernel of :mod:`convkit._kernels` when possible."""
-        if self.design != "additive":
+        if self.design != "additive" and type(theta) is np.ndarray:
             scale = batch.scale if batch.scale is not None else self._on(np, "ones", theta.dtype)
             ts = self._on(np, "theta_star", theta.dtype)
             if ls_sgd_update(theta, batch.z, batch.eps, scale, ts, self.noise, gamma, mean):
