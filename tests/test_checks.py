@@ -14,6 +14,7 @@ from convkit.checks import (
     find_threshold,
     fit_exponent,
     log_moment_growth_rate,
+    mean_square_growth_rate,
     stability_limit,
 )
 
@@ -250,3 +251,62 @@ def test_log_moment_growth_rate_detects_divergence_and_vectors():
     assert log_moment_growth_rate(over).n_diverged == 1
     with pytest.raises(ValueError, match="shape"):
         log_moment_growth_rate(np.ones(5))
+
+
+def _sgd_step_factory(h, b, gamma, rng):
+    """Noise-free SGD error step with Gaussian design x ~ N(0, diag(h)), batch b."""
+    d = h.size
+
+    def step(eta):
+        x = rng.standard_normal((eta.shape[0], b, d)) * np.sqrt(h)
+        return eta - gamma * np.einsum("nbd,nb->nd", x, np.einsum("nbd,nd->nb", x, eta)) / b
+
+    return step
+
+
+def test_mean_square_growth_rate_matches_exact_second_moment_map():
+    """Resampling estimate of the mean-square rate vs log spectral radius of the exact
+    (derived) second-moment map, below and above the derived limit: within 4 SE."""
+    from convkit.bounds.derivations import sgd_stability_limit, stability_matrix
+
+    rng = np.random.default_rng(12)
+    h, b = np.array([2.0, 1.0, 0.3]), 2
+    g_star = sgd_stability_limit(h, b)
+    for f in (0.9, 1.1):
+        g = f * g_star
+        res = mean_square_growth_rate(
+            _sgd_step_factory(h, b, g, rng), np.ones((500, 3)), 150, rng=rng, n_systems=16
+        )
+        exact = math.log(max(abs(np.linalg.eigvals(stability_matrix(h, b, g)))))
+        assert abs(res.rate - exact) < 4 * res.se, (f, res.rate, exact, res.se)
+        assert res.stable is (f < 1)
+
+
+def test_mean_square_growth_rate_1d_is_log_one_step_factor():
+    rng = np.random.default_rng(13)
+    h, g = 1.0, 0.6
+    res = mean_square_growth_rate(
+        _sgd_step_factory(np.array([h]), 1, g, rng), np.ones((400, 1)), 100, rng=rng
+    )
+    exact = math.log(1 - 2 * g * h + 3 * g**2 * h**2)
+    assert abs(res.rate - exact) < 4 * res.se
+
+
+def test_stability_limit_with_monte_carlo_mean_square_criterion():
+    """Bisection with the resampling criterion brackets the derived mean-square limit
+    (bracket [0.7, 1.2] x limit, rtol 4%: evaluation points stay >= 1.4% away from it)."""
+    from convkit.bounds.derivations import sgd_stability_limit
+
+    rng = np.random.default_rng(14)
+    h, b = np.array([1.5, 0.5, 0.5, 0.2]), 1
+    g_star = sgd_stability_limit(h, b)
+
+    def stable(g):
+        res = mean_square_growth_rate(
+            _sgd_step_factory(h, b, g, rng), np.ones((300, 4)), 100, rng=rng, n_systems=8
+        )
+        return res.rate < 0
+
+    br = stability_limit(stable, 0.7 * g_star, 1.2 * g_star, rtol=0.04)
+    assert br.lo < g_star <= br.hi
+    assert min(abs(g / g_star - 1) for g, _ in br.history) > 0.01
