@@ -481,9 +481,9 @@ def test_noniid_problem_zeta2(noniid):
 
 
 def test_finite_sum_noniid_partition():
-    """With the finite-sum least squares of convkit.problems (non-iid partition by the sign
-    of the first feature, with a quadratic term in it that the linear model cannot fit),
-    DeepSqueeze's exact average dynamics still hold and zeta^2 is
+    """With the finite-sum least squares of convkit.problems (non-iid: rows sorted by their
+    first feature, in which the targets have a quadratic term the linear model cannot fit,
+    and cut into P blocks), DeepSqueeze's exact average dynamics still hold and zeta^2 is
     reported by the engine's metadata."""
     fs = pytest.importorskip("convkit.problems.finite_sum")
     rng = np.random.default_rng(0)
