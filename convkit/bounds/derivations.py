@@ -388,10 +388,19 @@ def second_moment_step_numeric(
         "I": lambda: eye,
     }
     out = np.zeros(np.broadcast_shapes(H.shape, M.shape))
-    for name, c in rec.coefficients.items():
-        coef = float(c.subs({rec.gamma: gamma, rec.b: b, rec.sigma: sigma}))
-        out = out + coef * terms[name]()
+    for name, f in _recursion_coefficient_functions(design).items():
+        out = out + float(f(gamma, b, sigma)) * terms[name]()
     return out
+
+
+@functools.lru_cache(maxsize=4)
+def _recursion_coefficient_functions(design: str) -> dict[str, Callable[..., Any]]:
+    """The derived coefficients as fast numerical functions of (gamma, b, sigma)."""
+    rec = derive_second_moment_recursion(design)
+    return {
+        name: sp.lambdify((rec.gamma, rec.b, rec.sigma), c, "math")
+        for name, c in rec.coefficients.items()
+    }
 
 
 # ============================================================================ stability
