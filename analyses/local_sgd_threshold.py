@@ -1,0 +1,241 @@
+"""How many rounds does Local-SGD need to match mini-batch averaging? (exact least squares)
+
+Claim under test (Patel & Dieuleveut 2019, arXiv 1904.11325, as read in
+``shared/theory/local_sgd.md``): Local-SGD with ``N`` rounds matches MBA once
+``N* ~ sqrt(P T)``, i.e. the exponents of ``N*`` in ``T`` and in ``P`` are both 1/2.  Also:
+``err(OSA) / err(MBA) -> 1`` as ``T`` grows with ``P`` fixed.
+
+Method: exact expected errors (:mod:`convkit.exact`, no Monte Carlo noise), least squares with
+Gaussian design, ``d = 10``, ``sigma = 1``, steps ``gamma_k = C k^-alpha`` with ``C`` a
+fraction ``C_frac`` of the single-worker mean-square stability limit, start at distance
+``r0`` from ``theta*`` (spread evenly over the eigen-directions), batch 1.  For every setting
+``N*(T, P) = min{N : err(N) <= (1 + eps) err(MBA)}`` on the Polyak-Ruppert average
+(:func:`convkit.exact.threshold.communication_threshold`, bisection; monotonicity of ``err`` in
+``N`` checked on a log grid).  Exponents: least squares of ``log N*`` on ``log T`` and
+``log P`` over the settings' *interior* points (``1 < N* < n``: at ``N* = 1`` one-shot
+averaging already suffices, at ``N* = n`` nothing short of MBA does, and neither carries a
+slope).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from convkit.exact.threshold import communication_threshold
+from convkit.problems.least_squares import LeastSquares
+
+SETTING = ["spectrum", "alpha", "C_frac", "r0", "eps"]
+
+
+def _grid(quick: bool) -> dict[str, list]:
+    if quick:
+        return {
+            "T": [10**4, 10**5, 10**6],
+            "P": [2, 8, 32],
+            "alpha": [0.5, 0.75],
+            "C_frac": [0.5, 0.9],
+            "r0": [0.0, 1.0],
+            "spectrum": ["1/i"],
+            "eps": [0.01],
+        }
+    return {
+        "T": [10**4, 10**5, 10**6, 10**7],
+        "P": [2, 4, 8, 16, 32, 64],
+        "alpha": [0.5, 0.75, 1.0],
+        "C_frac": [0.5, 0.9],
+        "r0": [0.0, 1.0, 10.0],
+        "spectrum": ["1/i", "flat"],
+        "eps": [0.01, 0.001],
+    }
+
+
+def run(quick: bool = True) -> pd.DataFrame:
+    """One row per (setting, T, P): N*, local steps n, errors of MBA/OSA, their ratio,
+    ``sqrt(P T)`` and the monotonicity flag.  Full mode adds ``T = 1e8`` for ``P`` in
+    {16, 64} on the base setting (1/i, alpha 0.75, C_frac 0.5, r0 1, eps 0.01)."""
+    g = _grid(quick)
+    d = 10
+    rows = []
+    problems = {
+        s: LeastSquares.gaussian(d, spectrum=s, noise=1.0, theta_star=np.zeros(d))
+        for s in g["spectrum"]
+    }
+    combos = list(
+        itertools.product(g["spectrum"], g["alpha"], g["C_frac"], g["r0"], g["eps"], g["T"], g["P"])
+    )
+    if not quick:
+        combos += [("1/i", 0.75, 0.5, 1.0, 0.01, 10**8, P) for P in (16, 64)]
+    for spec, alpha, cf, r0, eps, T, P in combos:
+        theta0 = np.full(d, r0 / np.sqrt(d))
+        r = communication_threshold(
+            T, P, alpha, eps, problem=problems[spec], C_frac=cf, theta0=theta0
+        )
+        rows.append(
+            {
+                "spectrum": spec,
+                "alpha": alpha,
+                "C_frac": cf,
+                "r0": r0,
+                "eps": eps,
+                **{
+                    k: r[k]
+                    for k in (
+                        "T",
+                        "P",
+                        "n",
+                        "C",
+                        "N_star",
+                        "err_mba",
+                        "err_osa",
+                        "ratio_osa_mba",
+                        "monotone",
+                        "evaluations",
+                    )
+                },
+                "sqrt_PT": float(np.sqrt(P * T)),
+            }
+        )
+    df = pd.DataFrame(rows)
+    df["interior"] = (df["N_star"] > 1) & (df["N_star"] < df["n"])
+    return df
+
+
+def fit_exponents(df: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: ``log N* = a + e_T log T + e_P log P`` on interior points (needs at least
+    4 points with 2 distinct T and 2 distinct P), with standard errors of the exponents."""
+    out = []
+    for key, g in df.groupby(SETTING):
+        gi = g[g["interior"]]
+        row = dict(zip(SETTING, key, strict=True))
+        row.update(
+            n_points=len(g),
+            n_interior=len(gi),
+            frac_osa_enough=float((g.N_star == 1).mean()),
+            frac_mba_needed=float((g.N_star == g.n).mean()),
+            e_T=np.nan,
+            e_P=np.nan,
+            se_T=np.nan,
+            se_P=np.nan,
+        )
+        if len(gi) >= 4 and gi["T"].nunique() >= 2 and gi["P"].nunique() >= 2:
+            X = np.column_stack([np.ones(len(gi)), np.log(gi["T"]), np.log(gi["P"])])
+            y = np.log(gi["N_star"].to_numpy(float))
+            coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
+            dof = max(len(gi) - 3, 1)
+            s2 = float(np.sum((y - X @ coef) ** 2)) / dof
+            cov = s2 * np.linalg.inv(X.T @ X)
+            row.update(e_T=coef[1], e_P=coef[2], se_T=np.sqrt(cov[1, 1]), se_P=np.sqrt(cov[2, 2]))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Measured vs claimed: exponents of N* in T and P (claim 1/2 each; verdict "consistent"
+    when within 0.15 of 1/2, "not consistent" otherwise, "no interior threshold" when the
+    setting has too few interior points), monotonicity of err in N, and err(OSA)/err(MBA)
+    decreasing towards 1 as T grows (per setting and P)."""
+    out: list[dict[str, Any]] = []
+    fits = fit_exponents(df)
+    for _, f in fits.iterrows():
+        setting = ", ".join(f"{k}={f[k]}" for k in SETTING)
+        for name, col in (("T", "e_T"), ("P", "e_P")):
+            meas = f[col]
+            if not np.isfinite(meas):
+                verdict = "no interior threshold"
+            else:
+                verdict = "consistent" if abs(meas - 0.5) <= 0.15 else "not consistent"
+            out.append(
+                {
+                    "result": f"exponent of N* in {name}",
+                    "setting": f"{setting} (interior points {int(f.n_interior)}/{int(f.n_points)}, "
+                    f"OSA enough in {f.frac_osa_enough:.0%}, MBA needed in "
+                    f"{f.frac_mba_needed:.0%})",
+                    "measured": float(meas) if np.isfinite(meas) else None,
+                    "theoretical": 0.5,
+                    "verdict": verdict,
+                }
+            )
+    out.append(
+        {
+            "result": "err(N) non-increasing in N (log grid)",
+            "setting": "all rows",
+            "measured": float(df["monotone"].mean()),
+            "theoretical": 1.0,
+            "verdict": "holds" if bool(df["monotone"].all()) else "fails in some settings",
+        }
+    )
+    for key, g in df.groupby([*SETTING[:-1], "P"]):
+        g = g[g.eps == g.eps.min()].sort_values("T")
+        r = g["ratio_osa_mba"].to_numpy()
+        dec = bool(np.all(np.diff(r) <= 1e-12))
+        out.append(
+            {
+                "result": "err(OSA)/err(MBA) decreases towards 1 as T grows",
+                "setting": ", ".join(
+                    f"{k}={v}" for k, v in zip([*SETTING[:-1], "P"], key, strict=True)
+                ),
+                "measured": float(r[-1]),
+                "theoretical": 1.0,
+                "verdict": "holds" if dec and r[-1] < r[0] else "not monotone in T",
+            }
+        )
+    return out
+
+
+def plot(df: pd.DataFrame, outdir: str | Path) -> list[str]:
+    """N* against sqrt(P T) (interior points, reference slope 1) and err(OSA)/err(MBA) against
+    T; returns the written files (PNG and the CSV of the data)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    ax = axes[0]
+    for key, g in df[df.interior].groupby(["alpha", "C_frac", "r0"]):
+        ax.loglog(
+            g["sqrt_PT"],
+            g["N_star"],
+            "o",
+            ms=4,
+            alpha=0.8,
+            label=f"alpha={key[0]}, C={key[1]}g*, r0={key[2]}",
+        )
+    x = np.array([df.sqrt_PT.min(), df.sqrt_PT.max()])
+    ax.loglog(x, x, "k--", lw=1, label="N* = sqrt(PT)")
+    ax.set_xlabel("sqrt(P T)")
+    ax.set_ylabel("N* (rounds to be within eps of MBA)")
+    ax.set_title("Exact least squares: interior thresholds")
+    ax.legend(fontsize=6)
+    ax = axes[1]
+    base = df[df.eps == df.eps.min()]
+    for _key, g in base.groupby(["P", "alpha", "C_frac", "r0"]):
+        g = g.sort_values("T")
+        ax.semilogx(g["T"], g["ratio_osa_mba"], "-", lw=0.8, alpha=0.7)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xlabel("T (total gradients)")
+    ax.set_ylabel("err(OSA) / err(MBA), Polyak average")
+    ax.set_title("One-shot vs mini-batch averaging")
+    fig.tight_layout()
+    png = outdir / "local_sgd_threshold.png"
+    fig.savefig(png, dpi=130)
+    plt.close(fig)
+    csv = outdir / "local_sgd_threshold.csv"
+    df.to_csv(csv, index=False)
+    return [str(png), str(csv)]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    data = run(quick="--full" not in sys.argv)
+    print(fit_exponents(data).to_string())
+    for c in checks(data):
+        print(c)
