@@ -17,9 +17,12 @@ from .local import (
     second_moment_matrix,
     stability_limit,
 )
+from .threshold import communication_threshold, rounds_error
 
 __all__ = [
     "EXACT_COUNT",
+    "communication_threshold",
+    "rounds_error",
     "LocalSpec",
     "design_coefficients",
     "expected_error",

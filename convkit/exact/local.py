@@ -76,12 +76,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..algorithms.base import Algorithm
 from ..algorithms.local import LocalSGD, local_steps_for
 from ..backend import to_numpy
 from ..problems.least_squares import LeastSquares
-from ..result import ConfigValues, Result, frame_from_values
+from ..result import FRAME_COLUMNS, ConfigValues, Result
 from ..simulate import ITERATES, DivergenceWarning, record_steps
 from ..validation import check_int, check_real
 from ._kernels import local_kernel
@@ -318,9 +319,7 @@ def _result_from_raw(
         per_config[label] = ConfigValues(
             rec, axes, iterates, metrics, vals, np.array([int(dv)], dtype=np.int64)
         )
-    frame = frame_from_values(per_config)
-    frame["se"] = 0.0
-    frame["count"] = EXACT_COUNT
+    frame = _exact_frame(per_config)
     n_div = {lab: int(dv) for lab, dv in zip(labels, div, strict=True) if dv}
     if n_div:
         warnings.warn(
@@ -331,6 +330,32 @@ def _result_from_raw(
         )
     meta = {**meta, "diverged": n_div}
     return Result(frame.reset_index(drop=True), meta, per_config)
+
+
+def _exact_frame(per_config: dict[str, ConfigValues]) -> pd.DataFrame:
+    """The tidy frame of :func:`convkit.result.frame_from_values` for one pseudo-replicate per
+    configuration (built directly: rows with a finite value, ``se = 0``,
+    ``count = EXACT_COUNT``)."""
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in FRAME_COLUMNS}
+    for name, cv in per_config.items():
+        v = cv.values[..., 0]
+        n_rec, n_it, n_me = v.shape
+        ok = np.isfinite(v).ravel()
+        idx = np.repeat(np.arange(n_rec), n_it * n_me)[ok]
+        cols["config"].append(np.full(idx.size, name, dtype=object))
+        cols["step"].append(cv.steps[idx])
+        for ax in ("gradients", "rounds", "messages", "bits"):
+            cols[ax].append(np.asarray(cv.axes[ax])[idx])
+        cols["iterate"].append(
+            np.tile(np.repeat(np.array(cv.iterates, dtype=object), n_me), n_rec)[ok]
+        )
+        cols["metric"].append(np.tile(np.array(cv.metrics, dtype=object), n_rec * n_it)[ok])
+        cols["mean"].append(v.ravel()[ok])
+    data = {c: np.concatenate(a) if a else np.array([]) for c, a in cols.items() if a}
+    n_rows = data["mean"].size
+    data["se"] = np.zeros(n_rows)
+    data["count"] = np.full(n_rows, EXACT_COUNT, dtype=np.int64)
+    return pd.DataFrame({c: data[c] for c in FRAME_COLUMNS})
 
 
 def expected_error(
