@@ -62,11 +62,12 @@ execution or on the record options.
 **Cache** (:class:`Cache`).  Each configuration's result is stored under
 ``sha256(sorted JSON of {setting, sweep seed, convkit version, cache format})``, as two files in
 ``<cache>/<key[:2]>/``: ``<key>.parquet`` (the result frame; CSV when pyarrow is missing) and
-``<key>.json`` (configuration, seed, ``Result.meta``, the payload's size and sha256, and a
-sha256 of the record itself).  Both are written atomically (temporary file in the same
-directory, ``fsync``, ``os.replace``), payload first: the JSON record is the commit marker.  On
-read every checksum is verified; a missing, truncated or altered file makes the entry invalid
-and it is recomputed, never used.  Nothing is unpickled.
+``<key>.json`` (one line of canonical JSON: configuration, seed, ``Result.meta``, the payload's
+size and sha256; then a line ``sha256:<digest of that line>``).  Both are written atomically
+(temporary file in the same directory, ``os.replace``), payload first, and the record is
+fsynced before its rename: the record is the commit marker.  On read every checksum is
+verified; a missing, truncated or altered file makes the entry invalid and it is recomputed,
+never used.  Nothing is unpickled.
 
 **Who writes the cache.**  Workers (joblib processes, Dask workers, possibly on machines
 without the output disk) return the serialised payload to the parent, and the parent writes
@@ -1260,9 +1261,17 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write(
+    path: str | os.PathLike, data: bytes, *, fsync: bool = True, fsync_dir: bool = True
+) -> None:
     """Write ``data`` to ``path`` atomically: a temporary file in the same directory,
-    ``fsync``, ``os.replace``, then ``fsync`` of the directory."""
+    ``fsync`` (unless ``fsync=False``), ``os.replace``, then ``fsync`` of the directory
+    (unless ``fsync_dir=False``).
+
+    A reader sees the old file or the complete new one, never a partial file, whatever
+    happens to the writing process (SIGKILL included); the fsyncs make the new file durable
+    against a crash of the machine as well.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
@@ -1270,7 +1279,8 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -1278,7 +1288,8 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         except OSError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if fsync_dir:
+        _fsync_dir(path.parent)
 
 
 @dataclass
@@ -1344,12 +1355,18 @@ class Cache:
         fmt: str,
         meta: Mapping[str, Any],
     ) -> dict[str, Any]:
-        """Write the payload, then the record (the commit marker); both atomically."""
+        """Write the payload, then the record (the commit marker); both atomically.
+
+        Only the record is fsynced (one fsync per entry, ~5 ms here, instead of four): if a
+        crash of the machine loses the payload or the last renames, the record's checksum or
+        its absence makes the entry invalid and the configuration is recomputed; a killed
+        process loses nothing that was renamed.
+        """
         from . import __version__
 
         base, rec_path = self.paths(key)
         payload_path = base.with_suffix("." + fmt)
-        atomic_write(payload_path, payload)
+        atomic_write(payload_path, payload, fsync=False, fsync_dir=False)
         record = {
             "format": CACHE_FORMAT,
             "key": key,
@@ -1365,7 +1382,7 @@ class Cache:
             "meta": json.loads(json.dumps(meta, default=_json_default)),
             "written": time.time(),
         }
-        atomic_write(rec_path, self._encode_record(record))
+        atomic_write(rec_path, self._encode_record(record), fsync_dir=False)
         return record
 
     def get(self, key: str, setting: Mapping[str, Any] | None = None) -> CacheEntry | None:
