@@ -390,3 +390,27 @@ def test_errors():
         dv.sgd_stability_limit([1.0], b=0)
     with pytest.raises(ValueError, match="design"):
         dv.derive_second_moment_recursion("uniform")
+
+
+@pytest.mark.parametrize("design", ["gaussian", "rademacher"])
+def test_stationary_risk_is_the_fixed_point_of_the_recursion(design):
+    """Iterating the derived recursion to convergence gives tr(H M_inf) = the closed form
+    sigma^2 Phi/(1 - Phi) (Gaussian: with a rotated, non-diagonal H of the same spectrum)."""
+    rng = np.random.default_rng(21)
+    h = np.array([2.0, 0.9, 0.4, 0.1])
+    b, sigma = 2, 0.7
+    g_star = dv.sgd_stability_limit(h, b, design)
+    Q = np.linalg.qr(rng.standard_normal((4, 4)))[0] if design == "gaussian" else np.eye(4)
+    H = Q @ np.diag(h) @ Q.T
+    for f in (0.3, 0.8):
+        g = f * g_star
+        M = np.zeros((4, 4))
+        for _ in range(4000):
+            M = dv.second_moment_step_numeric(H, M, gamma=g, b=b, sigma=sigma, design=design)
+        want = dv.stationary_risk(h, b, g, sigma, design)
+        assert np.trace(H @ M) == pytest.approx(want, rel=1e-9)
+    assert dv.stationary_risk(h, b, 1.001 * g_star, sigma, design) == np.inf
+    # 1-D, b = 1 closed form
+    assert dv.stationary_risk([1.5], 1, 0.2, 2.0) == pytest.approx(4 * 0.3 / (2 - 0.9))
+    closed, Phi = dv.derive_stationary_risk(design)
+    assert sp.simplify(closed - symbol("sigma") ** 2 * Phi / (1 - Phi)) == 0

@@ -189,3 +189,13 @@ def test_cli_whole_library(capsys):
     for n in names():
         assert n in out
     assert f"{len(names())} result(s)" in out
+
+
+def test_stationary_risk_result():
+    r = get("sgd.stationary_risk")
+    assert r.parameters == ("b", "gamma", "h", "sigma")
+    v = r.evaluate(h=np.array([1.5]), b=1, gamma=np.array([0.2, 0.5]), sigma=2.0)
+    np.testing.assert_allclose(v, [4 * 0.3 / (2 - 0.9), np.inf])
+    rad = get("sgd.stationary_risk_rademacher")
+    # Rademacher 1-D: x^2 = h is deterministic: m = gamma sigma^2 / (2 - gamma h) / b
+    assert rad.evaluate(h=np.array([1.0]), b=1, gamma=0.5, sigma=1.0) == pytest.approx(0.5 / 1.5)

@@ -20,7 +20,8 @@ Contents
 * :func:`stability_structure`, :func:`derive_stability_limit_1d`,
   :func:`derive_stability_limit_isotropic`, :func:`derive_secular_equation`,
   :func:`sgd_stability_limit`, :func:`stability_matrix`: exact mean-square stability of
-  constant-step SGD.
+  constant-step SGD; :func:`derive_stationary_risk`, :func:`stationary_risk`: its stationary
+  error below the limit.
 * :func:`derive_additive_noise_invariance`: MBA / Local-SGD / OSA give the same expected error
   under additive noise (and different ones under multiplicative noise).
 * :func:`derive_polyak_juditsky`: exact finite-T error of averaged constant-step SGD under
@@ -51,6 +52,7 @@ __all__ = [
     "derive_secular_equation",
     "derive_stability_limit_1d",
     "derive_stability_limit_isotropic",
+    "derive_stationary_risk",
     "derive_w_eta_gap_condition",
     "derive_w_eta_spectrum",
     "expect_polynomial",
@@ -61,6 +63,7 @@ __all__ = [
     "sgd_stability_limit",
     "stability_matrix",
     "stability_structure",
+    "stationary_risk",
 ]
 
 DESIGNS = ("gaussian", "rademacher")
@@ -354,7 +357,6 @@ def second_moment_step_numeric(
     ``H`` and ``M`` are NumPy arrays of shape ``(..., d, d)`` (batched). The coefficients are
     the SymPy-derived ones, lambdified; nothing is typed by hand.
     """
-    rec = derive_second_moment_recursion(design)
     H = np.asarray(H, dtype=float)
     M = np.asarray(M, dtype=float)
     d = H.shape[-1]
@@ -480,6 +482,72 @@ def derive_secular_equation(design: str = "gaussian") -> tuple[sp.Expr, sp.Symbo
         raise RuntimeError("matrix determinant lemma check failed")
     phi = sp.factor(sp.simplify(u2 / (1 - D)))
     return phi, h
+
+
+@functools.lru_cache(maxsize=4)
+def derive_stationary_risk(design: str = "gaussian", dim: int = 2) -> tuple[sp.Expr, sp.Symbol]:
+    """Stationary excess risk of constant-step SGD (last iterate) below the stability limit.
+
+    For diagonal H the diagonal of M follows ``m' = A m + c`` with
+    ``c_i = gamma^2 sigma^2 h_i / b`` (the noise term of the derived recursion, read off by
+    applying it to M = 0). Since ``A = diag(D) + u u^T`` and ``c`` is proportional to ``u``,
+    Sherman-Morrison gives the fixed point ``(1 - D_i) m_i = c_i + (gamma^2 h_i / b) S`` with
+    ``S = sum_i h_i m_i = sigma^2 Phi / (1 - Phi)``, ``Phi = sum_i phi(h_i)`` (``phi`` from
+    :func:`derive_secular_equation`); both ``(I - A) m = c`` and ``sum_i h_i m_i = S`` are
+    verified symbolically for d = ``dim`` (2 by default, for speed).
+    It diverges exactly at the stability limit ``Phi = 1``. 1-D, b = 1:
+    ``sigma^2 gamma h / (2 - 3 gamma h)``. Returns ``(closed form in Phi, Phi symbol)``.
+    Note ``E||eta||_H^2 = 2 x (excess risk)`` for f = 1/2 E(y - <x, theta>)^2.
+    """
+    D, u2, h = stability_structure(design)
+    phi, _ = derive_secular_equation(design)
+    rec = derive_second_moment_recursion(design)
+    hs = [sp.Symbol(f"h_{i}", positive=True) for i in range(dim)]
+    A = sp.Matrix(
+        dim,
+        dim,
+        lambda i, j: (D.subs(h, hs[i]) if i == j else 0) + rec.gamma**2 * hs[i] * hs[j] / rec.b,
+    )
+    # noise vector read off the recursion itself (M = 0)
+    c_mat = rec.apply(sp.diag(*hs), sp.zeros(dim, dim))
+    c = sp.Matrix([c_mat[i, i] for i in range(dim)])
+    Phi = sp.Symbol("Phi", positive=True)
+    closed = rec.sigma**2 * Phi / (1 - Phi)
+    phi_sum = sum(phi.subs(h, x) for x in hs)
+    S = closed.subs(Phi, phi_sum)  # candidate risk sum_i h_i m_i
+    # Sherman-Morrison candidate: (1 - D_i) m_i = c_i + (gamma^2 h_i / b) S
+    m = sp.Matrix(
+        [(c[i] + rec.gamma**2 * hs[i] * S / rec.b) / (1 - D.subs(h, hs[i])) for i in range(dim)]
+    )
+    fixed_point = ((sp.eye(dim) - A) * m - c).applyfunc(lambda e: sp.cancel(sp.together(e)))
+    risk_ok = sp.cancel(sp.together(sum(hs[i] * m[i] for i in range(dim)) - S)) == 0
+    if fixed_point != sp.zeros(dim, 1) or not risk_ok:
+        raise RuntimeError("stationary risk closed form does not match the fixed point")
+    return closed, Phi
+
+
+def stationary_risk(
+    h: Sequence[float] | np.ndarray,
+    b: int,
+    gamma: float | np.ndarray,
+    sigma: float,
+    design: str = "gaussian",
+) -> np.ndarray | float:
+    """Numerical stationary ``E||eta_inf||_H^2`` (derived, :func:`derive_stationary_risk`) of
+    constant-step SGD on least squares with spectrum ``h``; ``gamma`` may be an array. Returns
+    ``inf`` at or above the mean-square stability limit."""
+    h = np.asarray(h, dtype=float).ravel()
+    g = np.asarray(gamma, dtype=float)
+    phi_f, _ = _secular_numeric(design)
+    D, _, hsym = stability_structure(design)
+    rec = derive_second_moment_recursion(design)
+    one_minus_d = sp.lambdify((hsym, rec.b, rec.gamma), 1 - D, "numpy")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Phi = np.sum(phi_f(h[:, None], float(b), g.reshape(1, -1)), axis=0)
+        ok = np.all(one_minus_d(h[:, None], float(b), g.reshape(1, -1)) > 0, axis=0) & (Phi < 1)
+        out = np.where(ok, sigma**2 * Phi / (1 - Phi), np.inf)
+    out = out.reshape(g.shape)
+    return float(out) if out.ndim == 0 else out
 
 
 @functools.lru_cache(maxsize=4)

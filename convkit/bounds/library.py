@@ -308,6 +308,31 @@ def _ms_general(design: str) -> TheoryResult:
     )
 
 
+def _stationary(design: str) -> TheoryResult:
+    closed, Phi = dv.derive_stationary_risk(design)
+    phi, h = dv.derive_secular_equation(design)
+    i, d = sp.Symbol("i", integer=True, positive=True), symbol("d")
+    expr = closed.subs(Phi, sp.Sum(phi.subs(h, sp.IndexedBase("h")[i]), (i, 1, d)))
+
+    def numeric(h: np.ndarray, b: float, gamma: np.ndarray, sigma: float) -> np.ndarray:
+        return dv.stationary_risk(h, int(b), gamma, float(sigma), design)
+
+    suffix = "" if design == "gaussian" else "_rademacher"
+    return TheoryResult(
+        name=f"sgd.stationary_risk{suffix}",
+        expression=expr,
+        kind="identity",
+        quantity="lim_t E||theta_t - theta*||_H^2 (constant-step SGD, last iterate)",
+        provenance=_derived(dv.derive_stationary_risk),
+        numeric=numeric,
+        numeric_params=("h", "b", "gamma", "sigma"),
+        notes="Finite iff gamma is below the mean-square stability limit (the sum < 1); "
+        "evaluate(h=array, b=int, gamma=array, sigma=float); 1-D, b = 1: "
+        "sigma^2 gamma h / (2 - 3 gamma h). Equals 2 x the excess risk."
+        + ("" if design == "gaussian" else " Diagonal H only."),
+    )
+
+
 def _pj() -> TheoryResult:
     sig, d, T = symbol("sigma"), symbol("d"), symbol("T")
     res = dv.derive_polyak_juditsky()
@@ -443,6 +468,8 @@ LIBRARY: dict[str, Callable[[], TheoryResult]] = {
     "sgd.ms_stability.isotropic_rademacher": _ms_iso_rad,
     "sgd.ms_stability.general": lambda: _ms_general("gaussian"),
     "sgd.ms_stability.general_rademacher": lambda: _ms_general("rademacher"),
+    "sgd.stationary_risk": lambda: _stationary("gaussian"),
+    "sgd.stationary_risk_rademacher": lambda: _stationary("rademacher"),
     "averaged_sgd.polyak_juditsky": _pj,
     "averaged_sgd.exact_additive_1d": _pj_exact,
     "w_eta.eigenvalues": _w_eta,
