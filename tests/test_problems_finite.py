@@ -267,3 +267,12 @@ def test_simulate_end_to_end(sampling):
         curve = res.curve(algo.label, "excess_risk", "avg")
         assert np.all(np.isfinite(curve["mean"])) and res.diverged.empty
         assert curve["mean"].iloc[-1] < 0.1 * curve["mean"].iloc[0]
+
+
+def test_largest_eigenvalue_lanczos_path():
+    """Above d = 300 L comes from Lanczos (eigsh): it matches the dense solver."""
+    from convkit.problems.finite_sum import _largest_eigenvalue
+
+    B = np.random.default_rng(0).standard_normal((500, 400))
+    M = B.T @ B / 500
+    assert _largest_eigenvalue(M) == pytest.approx(np.linalg.eigvalsh(M)[-1], rel=1e-11)
