@@ -8,6 +8,8 @@ standard errors (or exact curves with ``se = 0``).
   tight is it (ratio measured / bound along the curve)?
 * :func:`fit_exponent` -- log-log slope over a window with a confidence interval, compared
   with a predicted exponent.
+* :func:`paired_ratio` -- ratio of means of paired replicates (common random numbers) with
+  its delta-method standard error, the input of :func:`find_threshold`.
 * :func:`find_threshold` -- the smallest x (e.g. number of communication rounds N) from which
   a paired comparison holds, e.g. ``err(N) <= (1 + eps) err(MBA)``, with a confidence bracket.
 * :func:`stability_limit` -- bisection in log(gamma) for the largest stable step.
@@ -40,6 +42,7 @@ __all__ = [
     "fit_exponent",
     "log_moment_growth_rate",
     "mean_square_growth_rate",
+    "paired_ratio",
     "stability_limit",
 ]
 
@@ -288,6 +291,32 @@ def fit_exponent(
         window=(float(xa[keep].min()), float(xa[keep].max())),
         chi2_dof=chi2,
     )
+
+
+# ============================================================================ pairing
+def paired_ratio(a: Any, b: Any, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Ratio of means ``mean(a) / mean(b)`` of *paired* replicates and its standard error.
+
+    ``a`` and ``b`` hold per-replicate values computed with common random numbers (replicate
+    r of ``a`` and of ``b`` share their data), replicates along ``axis``; ``b`` may have size 1
+    along the other axes (a reference curve at one point, e.g. err(MBA)). Delta method:
+    ``se = sqrt(Var(a - r b) / R) / |mean(b)|`` with ``r`` the ratio; pairing makes
+    ``Var(a - r b)`` small when ``a`` and ``b`` are strongly correlated. Returns
+    ``(ratio, se)`` with the replicate axis removed.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    a, b = np.broadcast_arrays(a, b)
+    R = a.shape[axis]
+    if R < 2:
+        raise ValueError(f"need at least 2 replicates along axis {axis}, got {R}")
+    ma, mb = a.mean(axis=axis), b.mean(axis=axis)
+    if np.any(mb == 0):
+        raise ValueError("mean(b) must be nonzero")
+    r = ma / mb
+    resid = a - np.expand_dims(r, axis) * b
+    se = np.sqrt(resid.var(axis=axis, ddof=1) / R) / np.abs(mb)
+    return r, se
 
 
 # ============================================================================ threshold

@@ -30,8 +30,8 @@ def _rate() -> TheoryResult:
     )
 
 
-def test_import_convkit_does_not_import_sympy():
-    code = "import sys, convkit; print('sympy' in sys.modules)"
+def test_import_convkit_and_checks_does_not_import_sympy():
+    code = "import sys, convkit, convkit.checks; print('sympy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
