@@ -569,3 +569,43 @@ def test_main_errors(tmp_path, capsys):
     spec.write_text(BASE_TOML.replace("gradients = 64", "gradients = 63"))
     assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet"]) == 1
     assert "FAILED" in capsys.readouterr().out
+
+
+def test_stray_temporary_files_are_ignored(tmp_path):
+    spec = tiny(grid=None)
+    run_quiet(spec, tmp_path)
+    c = sw.Sweep.from_dict(spec).configurations[0]
+    sub = tmp_path / "cache" / c.key[:2]
+    # what a writer killed between mkstemp and os.replace leaves behind
+    (sub / ".tmp-abc123.json").write_bytes(b'{"key": "trunc')
+    (sub / ".tmp-def456.parquet").write_bytes(b"PAR1")
+    assert sw.Cache(tmp_path / "cache").keys() == [c.key]
+    again = run_quiet(spec, tmp_path)
+    assert (again.summary.cached, again.summary.invalid) == (1, {})
+
+
+def test_imports_option(tmp_path):
+    with pytest.raises(sw.SpecError, match="cannot import module 'no_such_module_xyz'"):
+        sw.Sweep.from_dict(tiny(imports=["no_such_module_xyz"]))
+    s = sw.Sweep.from_dict(tiny(grid=None, imports=["convkit.topology"]))
+    assert s.imports == ["convkit.topology"]
+    assert run_quiet(s, tmp_path).summary.ok
+
+
+def test_decentralized_kind_from_lazy_registry(tmp_path):
+    pytest.importorskip("convkit.algorithms.decentralized")
+    if "dpsgd" not in sw.kinds("algorithm"):
+        pytest.skip("no D-PSGD class exported by convkit.algorithms.decentralized")
+    spec = tiny(grid={"algorithm.topology.kind": ["ring", "complete"]})
+    spec["algorithm"] = {
+        "kind": "dpsgd",
+        "workers": 4,
+        "topology": {"kind": "ring", "n": 4},
+        "step": {"kind": "constant", "gamma": 0.05},
+    }
+    s = sw.Sweep.from_dict(spec)
+    assert s.configurations[1].setting["algorithm"]["topology"]["kind"] == "complete"
+    res = run_quiet(s, tmp_path)
+    assert res.summary.ok and res.summary.computed == 2, str(res.summary)
+    with pytest.raises(sw.SpecError, match="unknown topology kind 'rign'.*did you mean 'ring'"):
+        sw.Sweep.from_dict(spec | {"grid": {"algorithm.topology.kind": ["rign"]}})
