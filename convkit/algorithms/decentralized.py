@@ -506,6 +506,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
             name=name,
             float_bits=float_bits,
         )
+        self._W_gc = self.topology.W_eta(self.consensus_step)
 
     def init(self, theta0: Any, stream: Any) -> CHOCOState:
         xp = namespace_of(theta0)
@@ -514,10 +515,9 @@ class CHOCOSGD(DecentralizedAlgorithm):
     def step(self, state: CHOCOState, oracle: Any, k: int, stream: Any) -> CHOCOState:
         X = oracle.sgd_update(state.x, self._gammas[k - 1])  # h = x - gamma g
         Xh = state.x_hat
-        M = self._mix(Xh, k)
-        M -= Xh
-        M *= self.consensus_step
-        X += M
+        # gamma_c (W - I) X_hat = W_gc X_hat - X_hat with W_gc = (1 - gamma_c) I + gamma_c W
+        X += self._W_gc.mix(Xh, t=k - 1)
+        X -= Xh
         D = X - Xh
         Xh += self._compress(D, stream)
         state.x = X
@@ -579,6 +579,7 @@ class DeepSqueeze(DecentralizedAlgorithm):
             name=name,
             float_bits=float_bits,
         )
+        self._W_eta = self.topology.W_eta(self.eta)
 
     def init(self, theta0: Any, stream: Any) -> DeepSqueezeState:
         xp = namespace_of(theta0)
@@ -590,10 +591,9 @@ class DeepSqueeze(DecentralizedAlgorithm):
         U += X  # h + delta
         V = self._compress(U, stream)
         U -= V  # new delta = h + delta - v
-        M = self._mix(V, k)
-        M -= V
-        M *= self.eta
-        X += M
+        # eta (W - I) V = W_eta V - V with W_eta = (1 - eta) I + eta W
+        X -= V
+        X += self._W_eta.mix(V, t=k - 1)
         state.x = X
         state.v = V
         return state
