@@ -25,10 +25,28 @@ Update rules (exact statements and their sources: ``shared/theory/decentralized.
   implementations): ``H = X - gamma G(X)``, ``V = C(H + Delta)``, ``Delta <- H + Delta - V``,
   ``X <- H + eta (W - I) V``.
 
-Starting values (a decision: the theory note is silent): the public copies ``X_hat`` of
-CHOCO-SGD and the estimates ``Y`` of ECD-PSGD start at the common starting model ``x_0``,
-which every node knows (with the engine's default ``theta0 = 0`` this is the papers'
-``X_hat_0 = 0``). The error memory ``Delta`` of DeepSqueeze starts at 0.
+Starting values (the theory note is silent): the public copies ``X_hat`` of CHOCO-SGD and
+the estimates ``Y`` of ECD-PSGD start at the common starting model ``x_0``, which every node
+knows, as in the public CHOCO-SGD code (epfml/ChocoSGD, ``convex_code/logistic.py``, which
+also implements CHOCO, DCD and ECD in the order used here); with the engine's default
+``theta0 = 0`` this is also ``X_hat_0 = 0``. The error memory ``Delta`` of DeepSqueeze
+starts at 0.
+
+Compressor requirements (a decision): DCD-PSGD and ECD-PSGD raise a ``ValueError`` for a
+biased compressor (their analysis assumes ``E C(x) = x``) unless ``allow_biased=True``;
+CHOCO-SGD and DeepSqueeze accept any compressor (DeepSqueeze with a non-contractive one, such
+as scaled rand-k, diverges: ``tests/test_decentralized_behaviour.py``).
+
+Order of CHOCO-SGD's operations: the theory note (and the public code) mixes with the old
+public copies and then compresses the new model; the paper's Algorithm 2 compresses
+``x_i - gamma g_i - x_hat_i`` first and mixes with the updated copies. With ``C = identity`` and ``gamma_c = 1`` the note's
+order reduces to gossip-then-step D-PSGD (below), the paper's to step-then-gossip.
+
+Observed, not a bug (``X_hat``/``Y`` as in the note): ECD-PSGD with a constant step drifts
+even with an accurate compressor (8-bit stochastic rounding), because the estimate's error
+obeys ``Var(y_t) = (1 - 2/t)^2 Var(y_{t-1}) + (2/t)^2 Var(C(z_t))`` with
+``z_t = x_{t-1} + (t/2)(x_t - x_{t-1})``: its variance grows like ``t omega ||x_t - x_{t-1}||^2``
+**[derived]** when the steps ``x_t - x_{t-1}`` do not shrink, and it enters the average.
 
 Exact identities **[derived]** (tested in ``tests/test_decentralized.py``):
 
