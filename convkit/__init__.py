@@ -22,7 +22,7 @@ from . import problems
 from .algorithms.base import Algorithm
 from .algorithms.local import MBA, OSA, LocalSGD
 from .backend import Backend
-from .problems import LeastSquares
+from .problems import FiniteLeastSquares, FiniteLogistic, LeastSquares, LogisticRegression
 from .result import Result
 from .schedules import (
     At,
@@ -60,7 +60,10 @@ __all__ = [
     "EveryStep",
     "Final",
     "Geometric",
+    "FiniteLeastSquares",
+    "FiniteLogistic",
     "LeastSquares",
+    "LogisticRegression",
     "LocalSGD",
     "PolyDecay",
     "Polynomial",
