@@ -657,7 +657,6 @@ def _run_schedule(
     return sp.expand(sum(etas) / P), sp.expand(running / steps)
 
 
-@functools.lru_cache(maxsize=4)
 def derive_additive_noise_invariance(
     P: int = 2, steps: int = 4, multiplicative: bool = True
 ) -> dict[str, Any]:
@@ -675,7 +674,18 @@ def derive_additive_noise_invariance(
     when the curvature is random, ``a_{p,k}`` with mean ``h`` and variance ``v``: expected
     False -- multiplicative noise is what separates the schedules). With
     ``multiplicative=False`` the (slower) multiplicative contrast is skipped.
+
+    The result is cached; a fresh (shallow) copy is returned.
     """
+    res = _derive_additive_noise_invariance(P, steps, multiplicative)
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in res.items()}
+
+
+@functools.lru_cache(maxsize=4)
+def _derive_additive_noise_invariance(
+    P: int = 2, steps: int = 4, multiplicative: bool = True
+) -> dict[str, Any]:
+    """Cached implementation of :func:`derive_additive_noise_invariance`."""
     h, s, v, eta0 = symbol("h"), symbol("s"), symbol("v"), sp.Symbol("eta_0", real=True)
     gammas = [sp.Symbol(f"gamma_{k}", positive=True) for k in range(1, steps + 1)]
     xi = {
@@ -722,7 +732,6 @@ def derive_additive_noise_invariance(
     return out
 
 
-@functools.lru_cache(maxsize=2)
 def derive_polyak_juditsky() -> dict[str, Any]:
     """Exact error of averaged constant-step SGD under additive noise, and its asymptote.
 
@@ -738,7 +747,16 @@ def derive_polyak_juditsky() -> dict[str, Any]:
     "limit_T_times_error": sigma^2 (per direction), "symbols": {...}}``; summed over d
     directions this gives ``sigma^2 d / T`` (Polyak & Juditsky 1992). The expression is in
     powers ``q**T`` (numerically stable for large T).
+
+    The result is cached; a fresh (shallow) copy is returned.
     """
+    res = _derive_polyak_juditsky()
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in res.items()}
+
+
+@functools.lru_cache(maxsize=2)
+def _derive_polyak_juditsky() -> dict[str, Any]:
+    """Cached implementation of :func:`derive_polyak_juditsky`."""
     T, sig, h = symbol("T"), symbol("sigma"), symbol("h")
     q = sp.Symbol("q", positive=True)
     r = symbol("r")
