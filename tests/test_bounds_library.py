@@ -100,7 +100,7 @@ def test_stability_results_evaluate():
 def test_identities_and_w_eta():
     assert get("local_sgd.additive_noise_invariance").expression == 0
     w = get("w_eta.eigenvalues")
-    assert w.evaluate(eta=0.5, **{"lambda": -1.0}) == pytest.approx(0.0)
+    assert w.evaluate(eta=0.5, lambda_i=-1.0) == pytest.approx(0.0)
     gap = get("w_eta.gap_condition")
     assert gap.evaluate(lambda_2=0.5, lambda_n=-0.5) == pytest.approx(1.0)
     ds = get("deepsqueeze.average_dynamics")

@@ -805,10 +805,11 @@ def derive_w_eta_spectrum(n: int = 3) -> dict[str, Any]:
 
     Shown via characteristic polynomials for a generic symmetric doubly stochastic W:
     ``det(mu I - W_eta) = eta^n det(((mu - 1 + eta)/eta) I - W)`` identically in mu. Returns
-    ``{"eigenvalue_map": 1 - eta (1 - lambda), "verified": bool, "lambda": ..., "eta": ...}``.
+    ``{"eigenvalue_map": 1 - eta (1 - lambda_i), "verified": bool, "lambda": <lambda_i>,
+    "eta": <eta>}``.
     """
     W, _ = _generic_W(n)
-    eta, mu, lam = symbol("eta"), sp.Symbol("mu"), sp.Symbol("lambda", real=True)
+    eta, mu, lam = symbol("eta"), sp.Symbol("mu"), sp.Symbol("lambda_i", real=True)
     W_eta = (1 - eta) * sp.eye(n) + eta * W
     lhs = (mu * sp.eye(n) - W_eta).det()
     rhs = eta**n * (((mu - 1 + eta) / eta) * sp.eye(n) - W).det()
