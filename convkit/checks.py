@@ -141,12 +141,14 @@ def check_bound(
     se: Any = None,
     bound_values: Any = None,
     confidence: float = 0.99,
+    rtol: float = 1e-12,
 ) -> BoundCheck:
     """One-sided test that measured values stay below an upper bound.
 
     At each point the bound is declared violated iff ``mean - z * se > bound`` with
     ``z = Phi^{-1}(confidence)`` (one-sided). With ``se = 0`` (exact curves) this is simply
-    ``mean > bound``. ``x`` may be a pandas DataFrame with columns ``x``, ``mean``, ``se``
+    ``mean > bound``. ``rtol`` absorbs floating-point round-off: a point is violated only if
+    ``mean - z se > bound + rtol |bound|``. ``x`` may be a pandas DataFrame with columns ``x``, ``mean``, ``se``
     (then pass ``bound_values`` by keyword).
     No correction for multiple points is applied: with m independent points the family-wise
     false-alarm rate is up to ``m (1 - confidence)``; choose ``confidence`` accordingly.
@@ -158,7 +160,7 @@ def check_bound(
     if not np.all(np.isfinite(b)):
         raise ValueError("bound_values must be finite")
     z = _z_one_sided(confidence)
-    violated = ma - z * sa > b
+    violated = ma - z * sa > b + float(rtol) * np.abs(b)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(b != 0, ma / b, np.where(ma > 0, np.inf, 1.0))
     i_max = int(np.argmax(ratio))
