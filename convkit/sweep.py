@@ -1772,6 +1772,14 @@ def run(
             bar.update(1)
             if summary.failed:
                 bar.set_postfix(failed=len(summary.failed))
+    except Exception as exc:
+        # the executor itself failed (a worker process killed by the OS, a lost cluster):
+        # what was received is committed; the rest is reported as failed and a re-run resumes
+        msg = f"executor failed before this configuration returned: {type(exc).__name__}: {exc}"
+        for t in tasks:
+            if t["index"] not in computed_idx and t["index"] not in summary.failed:
+                summary.failed[t["index"]] = msg
+        bar.write(f"sweep: {msg}")
     finally:
         bar.close()
 

@@ -609,3 +609,29 @@ def test_decentralized_kind_from_lazy_registry(tmp_path):
     assert res.summary.ok and res.summary.computed == 2, str(res.summary)
     with pytest.raises(sw.SpecError, match="unknown topology kind 'rign'.*did you mean 'ring'"):
         sw.Sweep.from_dict(spec | {"grid": {"algorithm.topology.kind": ["rign"]}})
+
+
+def test_all_failed_still_writes_output(tmp_path):
+    res = run_quiet(tiny(steps=None, gradients=7, grid={"algorithm.workers": [2, 4]}), tmp_path)
+    assert len(res.summary.failed) == 2 and res.summary.computed == 0
+    assert res.frame.empty and "algorithm.workers" in res.frame.columns
+    assert sw.load(tmp_path).frame.empty
+
+
+def test_executor_crash_is_reported_and_resumable(tmp_path, monkeypatch):
+    spec = tiny()
+
+    def crashing(tasks):
+        from convkit.sweep import _execute
+
+        yield _execute(tasks[0])
+        raise RuntimeError("worker process died")
+
+    monkeypatch.setattr(sw, "_serial", crashing)
+    res = run_quiet(spec, tmp_path)
+    s = res.summary
+    assert s.computed == 1 and sorted(s.failed) == [1, 2, 3]
+    assert "executor failed" in s.failed[1] and "worker process died" in s.failed[1]
+    monkeypatch.undo()
+    again = run_quiet(spec, tmp_path)
+    assert (again.summary.cached, again.summary.computed, again.summary.failed) == (1, 3, {})
