@@ -44,8 +44,10 @@ Objects are built through a small **registry of kinds** (:func:`register`): cate
 logistic / finite-sum problems and decentralized algorithms (registered lazily on first use,
 from the :class:`~convkit.problems.base.Problem` and
 :class:`~convkit.algorithms.base.Algorithm` subclasses they export, under their snake-case
-class names).  A kind's parameters, their types and defaults come from an explicit schema or
-from the builder's signature.  Every configuration is normalised (defaults filled in, numbers
+class names; a problem's public classmethod constructors also as ``<kind>_<method>``, e.g.
+``logistic_regression_gaussian``, alias ``logistic``).  A kind's parameters, their types and
+defaults come from an explicit schema or from the builder's signature.  Kinds registered by
+user code must be importable in worker processes: list their modules under ``imports``.  Every configuration is normalised (defaults filled in, numbers
 coerced, ``comm = "rounds:10"`` written as ``{kind = "rounds", N = 10}``) before it is hashed,
 so equivalent spellings share one cache entry.
 
@@ -73,10 +75,12 @@ never used.  Nothing is unpickled.
 without the output disk) return the serialised payload to the parent, and the parent writes
 each entry as soon as its result arrives (``return_as="generator_unordered"`` with joblib,
 ``as_completed`` with Dask).  A sweep killed with SIGKILL loses only the configurations that
-were running; a restart reuses every committed entry.
+were running (with joblib, which batches short tasks automatically, those of the batches in
+flight); a restart reuses every committed entry.  If the executor itself fails (a worker killed
+by the OS, a lost cluster), what arrived is committed and the rest is reported as failed.
 
-**Executors.**  ``jobs=1``: serial in-process; otherwise joblib (loky processes, all cores by
-default); ``dask=True``: an embedded :class:`distributed.LocalCluster` (processes);
+**Executors.**  ``jobs=1``: serial in-process; otherwise joblib (loky processes; ``jobs=None``
+or ``-1``, the default, uses all cores); ``dask=True``: an embedded :class:`distributed.LocalCluster` (processes);
 ``scheduler="tcp://host:port"``: a running Dask cluster.  Results are bit-for-bit identical.
 
 **Output.**  ``<out>/frame.parquet`` (CSV without pyarrow): the result frames of all
