@@ -539,9 +539,11 @@ def log_moment_growth_rate(
     mean-square rate, and the almost-sure stability region is *larger* than the mean-square
     one: just above the mean-square limit ``gamma*`` of
     :func:`convkit.bounds.derivations.sgd_stability_limit`, typical trajectories still
-    converge while ``E ||eta_t||^2`` diverges. Use this rate to detect divergence of typical
-    runs; to check a derived *mean-square* limit use :func:`mean_square_growth_rate`
-    (resampling) or the exact second-moment recursion, not this rate.
+    converge while ``E ||eta_t||^2`` diverges. The gap is large: in 1-D with a Gaussian design
+    and b = 1 the mean-square limit is ``gamma h = 2/3`` while the Lyapunov exponent
+    ``E log (1 - gamma h Z^2)^2`` vanishes only at ``gamma h ~ 2.42`` (quadrature). Use this
+    rate to detect divergence of typical runs; to check a derived *mean-square* limit use
+    :func:`mean_square_growth_rate` (resampling) or the exact second-moment recursion.
 
     Non-finite values (overflow of a diverging run) are replaced by ``log(float max)``,
     which can only bias the rate of a diverging run downwards towards the overflow level;
