@@ -210,6 +210,7 @@ def plot(df: pd.DataFrame, outdir: str | Path) -> list[str]:
         )
     x = np.array([df.sqrt_PT.min(), df.sqrt_PT.max()])
     ax.loglog(x, x, "k--", lw=1, label="N* = sqrt(PT)")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("sqrt(P T)")
     ax.set_ylabel("N* (rounds to be within eps of MBA)")
     ax.set_title("Exact least squares: interior thresholds")

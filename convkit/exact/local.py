@@ -156,6 +156,15 @@ def _problem_arrays(problem: LeastSquares, theta0: Any) -> tuple[np.ndarray, np.
     return problem.h.copy(), z0 * z0, float(problem.noise) ** 2
 
 
+def _signed_start(problem: LeastSquares, theta0: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``z0 = Q^T (theta0 - theta*)`` (signed) and ``Q^T theta*``."""
+    t0 = np.zeros(problem.d) if theta0 is None else np.asarray(to_numpy(theta0), dtype=np.float64)
+    eta0 = t0 - problem.theta_star
+    if problem.Q is None:
+        return eta0, problem.theta_star.copy()
+    return problem.Q.T @ eta0, problem.Q.T @ problem.theta_star
+
+
 def local_curves(
     h: np.ndarray,
     z2: np.ndarray,
@@ -293,8 +302,10 @@ def _result_from_raw(
     div: np.ndarray,
     d: int,
     meta: dict[str, Any],
+    extras: dict[str, list[str]] | None = None,
 ) -> Result:
     """Assemble the tidy frame (``se = 0``, ``count = EXACT_COUNT``) and one pseudo-replicate."""
+    extras = extras or {}
     per_config: dict[str, ConfigValues] = {}
     for label, a, n, rec, raw, dv in zip(labels, algos, ns, recs, raws, div, strict=True):
         counts = a.comm_counts(n, d)
@@ -302,20 +313,17 @@ def _result_from_raw(
             "gradients": rec * a.workers * a.batch,
             **{key: counts[key][rec - 1] for key in ("rounds", "messages", "bits")},
         }
-        state = raw.shape[1] > 6  # D-PSGD: exact consensus and grad_norm2 ("state")
-        iterates = list(ITERATES) + (["state"] if state else [])
-        metrics = ["excess_risk", "hnorm2", "dist2"] + (
-            ["consensus", "grad_norm2"] if state else []
-        )
+        extra = extras.get(label, [])  # decentralized: exact "state" metrics
+        iterates = list(ITERATES) + (["state"] if extra else [])
+        metrics = ["excess_risk", "hnorm2", "dist2", *extra]
         vals = np.full((rec.size, len(iterates), len(metrics), 1), np.nan)
         for i_it in range(3):
             hn, d2 = raw[:, 2 * i_it], raw[:, 2 * i_it + 1]
             vals[:, i_it, 0, 0] = 0.5 * hn
             vals[:, i_it, 1, 0] = hn
             vals[:, i_it, 2, 0] = d2
-        if state:
-            vals[:, 3, 3, 0] = raw[:, 6]
-            vals[:, 3, 4, 0] = raw[:, 7]
+        for j in range(len(extra)):
+            vals[:, 3, 3 + j, 0] = raw[:, 6 + j]
         per_config[label] = ConfigValues(
             rec, axes, iterates, metrics, vals, np.array([int(dv)], dtype=np.int64)
         )
@@ -417,24 +425,45 @@ def expected_error(
         )
         for j, i in enumerate(local_idx):
             raws[i], div[i] = r[j], dv[j]
+    extras: dict[str, list[str]] = {}
     if other_idx:
+        from .compressed import compressed_curves, is_exact_compressed
         from .dpsgd import dpsgd_curves, is_exact_dpsgd
 
         for i in other_idx:
-            if not is_exact_dpsgd(algos[i]):
-                raise TypeError(
-                    "the exact engine handles LocalSGD (MBA, Local-SGD, OSA) and uncompressed "
-                    f"D-PSGD, got {type(algos[i]).__name__} ({labels[i]})"
+            s0 = int(math.floor(tail * ns[i])) + 1
+            if is_exact_dpsgd(algos[i]):
+                raws[i], div[i] = dpsgd_curves(
+                    h,
+                    z2,
+                    sigma2,
+                    problem.design,
+                    algos[i],
+                    ns[i],
+                    recs[i],
+                    s0,
+                    threshold=threshold,
                 )
-            raws[i], div[i] = dpsgd_curves(
+                extras[labels[i]] = ["consensus", "grad_norm2"]
+                continue
+            ok, why = is_exact_compressed(algos[i], problem)
+            if not ok:
+                raise TypeError(
+                    "the exact engine handles LocalSGD (MBA, Local-SGD, OSA), uncompressed "
+                    "D-PSGD, and CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k "
+                    f"compressors; {labels[i]}: {why}"
+                )
+            z0, ts = _signed_start(problem, theta0)
+            raws[i], div[i], extras[labels[i]] = compressed_curves(
                 h,
-                z2,
+                z0,
+                ts,
                 sigma2,
                 problem.design,
                 algos[i],
                 ns[i],
                 recs[i],
-                int(math.floor(tail * ns[i])) + 1,
+                s0,
                 threshold=threshold,
             )
     meta = {
@@ -451,7 +480,7 @@ def expected_error(
         "tail": tail,
         "timing": {"seconds": time.perf_counter() - t_start},
     }
-    return _result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta)
+    return _result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)
 
 
 # ============================================================================ stability
