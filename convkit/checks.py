@@ -547,7 +547,9 @@ def log_moment_growth_rate(
 
     Non-finite values (overflow of a diverging run) are replaced by ``log(float max)``,
     which can only bias the rate of a diverging run downwards towards the overflow level;
-    such replicates are counted in ``n_diverged``. ``samples`` must not contain zeros.
+    such replicates are counted in ``n_diverged``. Exact zeros (underflow of a converging
+    noise-free run) are floored at the smallest normal float, which biases the rate of such a
+    run upwards (towards 0): pass times before underflow for a precise rate.
     """
     from scipy import stats
 
@@ -567,12 +569,11 @@ def log_moment_growth_rate(
     if t.shape != (n_t,):
         raise ValueError(f"times must have length {n_t}, got shape {t.shape}")
     bad = ~np.isfinite(a)
-    if np.any(a[~bad] <= 0):
-        raise ValueError("squared norms must be positive")
+    if np.any(a[~bad] < 0):
+        raise ValueError("squared norms must be >= 0")
     cap = math.log(np.finfo(float).max)
-    with np.errstate(divide="ignore"):
-        la = np.where(bad, cap, np.log(np.where(bad, 1.0, a)))
-    la = np.minimum(la, cap)
+    floor = np.finfo(float).tiny
+    la = np.where(bad, cap, np.log(np.maximum(np.where(bad, 1.0, a), floor)))
     tc = t - t.mean()
     slopes = (tc @ (la - la.mean(axis=0))) / float(tc @ tc)
     rate = float(slopes.mean())
