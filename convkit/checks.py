@@ -599,7 +599,10 @@ def mean_square_growth_rate(
     least squares), estimated by importance resampling (a particle / Feynman-Kac estimator).
 
     ``step(eta)`` maps an array of shape ``(n, d)`` of independent particles to the next
-    iterate (drawing its own randomness, vectorized over the first axis). ``eta0`` has shape
+    iterate (drawing its own randomness, vectorized over the first axis). Linearity is not
+    needed, only positive homogeneity ``step(c eta) = c step(eta)`` for ``c > 0`` (in
+    distribution): this covers error-compensated methods with top-k or scaled-sign
+    compressors when the state vector includes the memory (flatten ``(P, d)`` states to rows). ``eta0`` has shape
     ``(R, d)`` (``R`` particles per system) or ``(d,)`` (broadcast). ``n_systems``
     independent particle systems run side by side (one array of ``n_systems * R`` rows).
 
