@@ -140,6 +140,8 @@ __all__ = [
 #: bump when the cache layout or the payload changes meaning
 CACHE_FORMAT = 1
 _REQUIRED = object()
+#: default of a signature parameter whose default is not JSON: left to the builder
+_OMIT = object()
 
 
 # =====================================================================================
@@ -338,7 +340,7 @@ def params_from_signature(builder: Callable[..., Any]) -> dict[str, Param]:
             typ = "any"
         default = _REQUIRED if p.default is p.empty else p.default
         if default is not _REQUIRED and not _jsonable(default):
-            default = None
+            default = _OMIT
         out[name] = Param(typ, default, nested=nested)
     return out
 
@@ -631,7 +633,7 @@ class _Context:
     def line_of(self, path: Sequence[Any]) -> int | None:
         path = tuple(path)
         for gpath, ppath in self.grid_paths.items():
-            if path[: len(gpath)] == gpath or gpath[: len(path)] == path:
+            if path[: len(gpath)] == gpath:
                 if ppath in self.positions:
                     return self.positions[ppath]
         for n in range(len(path), 0, -1):
@@ -763,6 +765,8 @@ def _normalize_kind(category: str, value: Any, path: tuple, ctx: _Context) -> An
             raise ctx.error(
                 f"missing required key {name!r} for {category} kind {kind.name!r}", (*path, name)
             )
+        elif p.default is _OMIT:
+            continue
         elif p.nested is not None and p.default is not None:
             out[name] = _normalize_kind(p.nested, copy.deepcopy(p.default), (*path, name), ctx)
         else:
@@ -787,6 +791,8 @@ def _normalize_table(
             out[name] = _check_type(p, value[name], (*path, name), ctx)
         elif p.required:
             raise ctx.error(f"missing required key {name!r} in {what}", (*path, name))
+        elif p.default is _OMIT:
+            continue
         else:
             out[name] = copy.deepcopy(p.default)
     return out

@@ -635,3 +635,48 @@ def test_executor_crash_is_reported_and_resumable(tmp_path, monkeypatch):
     monkeypatch.undo()
     again = run_quiet(spec, tmp_path)
     assert (again.summary.cached, again.summary.computed, again.summary.failed) == (1, 3, {})
+
+
+def test_params_from_signature():
+    from convkit.schedules import EveryStep
+
+    every = EveryStep()
+
+    def builder(workers: int, step, gamma: float = 0.1, tag: str = "x", flag=False, comm=every):
+        return None
+
+    ps = sw.params_from_signature(builder)
+    assert ps["workers"].type == "int" and ps["workers"].required
+    assert ps["step"].nested == "step" and ps["step"].required
+    assert ps["gamma"].type == "float" and ps["gamma"].default == 0.1
+    assert ps["tag"].type == "str" and ps["flag"].type == "bool"
+    assert ps["comm"].nested == "comm"
+    sw.register("algorithm", "sig_test", builder, replace=True)
+    ctx = sw._Context(None, None)
+    out = sw._normalize_kind(
+        "algorithm", {"kind": "sig_test", "workers": 2, "step": 0.5}, ("algorithm",), ctx
+    )
+    # a default that is not JSON (an object) is left to the builder, not put in the setting
+    assert out == {
+        "kind": "sig_test",
+        "workers": 2,
+        "step": {"kind": "constant", "gamma": 0.5},
+        "gamma": 0.1,
+        "tag": "x",
+        "flag": False,
+    }
+    with pytest.raises(sw.SpecError, match="'algorithm.gamma': must be a number"):
+        sw._normalize_kind(
+            "algorithm",
+            {"kind": "sig_test", "workers": 2, "step": 0.5, "gamma": "big"},
+            ("algorithm",),
+            ctx,
+        )
+
+
+def test_logistic_alias_when_available():
+    if "logistic_regression_gaussian" not in sw.kinds("problem"):
+        pytest.skip("convkit.problems.logistic not available")
+    s = sw.Sweep.from_dict(tiny(grid=None) | {"problem": {"kind": "logistic", "d": 3}})
+    p = s.configurations[0].setting["problem"]
+    assert p["kind"] == "logistic_regression_gaussian" and p["d"] == 3
