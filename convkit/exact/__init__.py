@@ -2,7 +2,8 @@
 
 * :func:`expected_error`: the drop-in exact counterpart of :func:`convkit.simulate` for
   :class:`~convkit.problems.least_squares.LeastSquares` problems and the Local-SGD family
-  (MBA, Local-SGD, OSA) and D-PSGD (:mod:`convkit.exact.dpsgd`);
+  (MBA, Local-SGD, OSA), D-PSGD (:mod:`convkit.exact.dpsgd`) and CHOCO-SGD / DeepSqueeze
+  with identity or (scaled) rand-k compressors (:mod:`convkit.exact.compressed`);
 * :func:`stability_limit`: the mean-square stability limit of constant steps from the same
   recursion;
 * :func:`communication_threshold`: the rounds Local-SGD needs to match MBA (exact curves).

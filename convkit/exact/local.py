@@ -383,8 +383,11 @@ def expected_error(
     """Exact ``E`` of the errors :func:`convkit.simulate` estimates, same arguments and frame.
 
     ``algorithms``: :class:`~convkit.algorithms.local.LocalSGD` objects (``MBA``, ``OSA``, any
-    communication schedule, any step schedule, any batch) and, for decentralized SGD, the
-    D-PSGD objects accepted by :func:`convkit.exact.dpsgd.dpsgd_curves`.  Maths, conventions
+    communication schedule, any step schedule, any batch), uncompressed
+    :class:`~convkit.algorithms.decentralized.DPSGD` on a static topology
+    (:mod:`convkit.exact.dpsgd`), and ``CHOCOSGD`` / ``DeepSqueeze`` with identity or
+    (scaled) rand-k compressors (:mod:`convkit.exact.compressed`); decentralized results carry
+    the exact ``"state"`` metrics (consensus, grad_norm2, replica_gap / memory).  Maths, conventions
     (``se = 0``, ``count = EXACT_COUNT``) and divergence handling: module docstring.
     Monte Carlo-only keywords of ``simulate`` (``replicates``, ``seed``, ``backend``,
     ``dtype``, ``memory_limit``, ``progress``) are accepted and ignored, so that switching
