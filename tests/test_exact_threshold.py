@@ -75,3 +75,19 @@ def test_study_module_api(tmp_path):
     )
     files = mod.plot(df, tmp_path)
     assert all(Path(f).exists() for f in files)
+
+
+def test_agrees_with_checks_find_threshold():
+    """On the full exact curve err(N), N = 1..n, convkit.checks.find_threshold (se = 0) gives
+    first_holding = N* of the bisection (err monotone here)."""
+    from convkit.checks import find_threshold
+
+    d, T, P, alpha, eps = 5, 1000, 4, 0.5, 0.05
+    prob = ck.LeastSquares.gaussian(d, spectrum="1/i", noise=1.0, theta_star=np.zeros(d))
+    theta0 = np.full(d, 1 / np.sqrt(d))
+    out = communication_threshold(T, P, alpha, eps, problem=prob, theta0=theta0, C_frac=0.9)
+    n = out["n"]
+    Ns = np.arange(1, n + 1)
+    errs = rounds_error(prob, n, P, PolyDecay(out["C"], alpha).values(n), Ns, theta0=theta0)
+    th = find_threshold(Ns, errs / errs[-1], np.zeros(n), eps=eps, mode="ratio")
+    assert th.first_holding == out["N_star"]
