@@ -1605,8 +1605,16 @@ class SweepResult:
 
     @property
     def configurations(self) -> pd.DataFrame:
-        """One row per configuration: id, key, status, grid values."""
+        """One row per configuration: id, key, seed, status, grid values, error."""
         return pd.DataFrame(self.meta.get("configurations", []))
+
+    def final(self, metric: str = "hnorm2", iterate: str = "avg") -> pd.DataFrame:
+        """The last record point of every (configuration, algorithm), with the grid columns."""
+        f = self.frame[(self.frame["metric"] == metric) & (self.frame["iterate"] == iterate)]
+        if f.empty:
+            return f.reset_index(drop=True)
+        idx = f.groupby(["config_id", "config"], sort=True)["step"].idxmax()
+        return f.loc[idx.to_numpy()].reset_index(drop=True)
 
 
 def _column_values(values: list[Any]) -> list[Any]:

@@ -420,6 +420,13 @@ def test_run_output_and_rerun_reuses_cache(tmp_path):
     pd.testing.assert_frame_equal(again.frame, f, check_exact=True)
     loaded = sw.load(tmp_path / "out")
     pd.testing.assert_frame_equal(loaded.frame, f, check_exact=True)
+    fin = loaded.final("hnorm2", "last")
+    assert list(fin.config_id) == [0, 1, 2, 3] and set(fin.step) == {16}
+    assert fin["mean"].to_list() == [
+        f[(f.config_id == i) & (f.iterate == "last") & (f.step == 16)]["mean"].item()
+        for i in range(4)
+    ]
+    assert list(loaded.configurations.status) == ["cached"] * 4
     assert loaded.summary.cached == 4
     assert [c["status"] for c in loaded.meta["configurations"]] == ["cached"] * 4
     assert not list((tmp_path / "out").rglob(".tmp-*"))
