@@ -75,7 +75,21 @@ __all__ = [
 ]
 
 
+# names exported lazily (their modules import networkx / scipy): name -> module
+_LAZY_NAMES = {
+    "DPSGD": "algorithms.decentralized",
+    "DCDPSGD": "algorithms.decentralized",
+    "ECDPSGD": "algorithms.decentralized",
+    "CHOCOSGD": "algorithms.decentralized",
+    "DeepSqueeze": "algorithms.decentralized",
+    "tune_consensus_step": "algorithms.decentralized",
+    "ErrorFeedbackSGD": "algorithms.feedback",
+}
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY_MODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
     raise AttributeError(f"module 'convkit' has no attribute {name!r}")

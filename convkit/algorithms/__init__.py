@@ -1,6 +1,30 @@
-"""Algorithms: the Local-SGD family (and, as they land, the decentralized family)."""
+"""Algorithms: the Local-SGD family, the decentralized family and error feedback.
+
+The decentralized classes are imported on first use (they need networkx and scipy).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from .base import Algorithm
 from .local import MBA, OSA, LocalSGD
 
-__all__ = ["MBA", "OSA", "Algorithm", "LocalSGD"]
+_LAZY = {
+    "DPSGD": "decentralized",
+    "DCDPSGD": "decentralized",
+    "ECDPSGD": "decentralized",
+    "CHOCOSGD": "decentralized",
+    "DeepSqueeze": "decentralized",
+    "tune_consensus_step": "decentralized",
+    "ErrorFeedbackSGD": "feedback",
+}
+
+__all__ = ["MBA", "OSA", "Algorithm", "LocalSGD", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'convkit.algorithms' has no attribute {name!r}")
