@@ -120,10 +120,13 @@ def test_sigkill_and_resume(tmp_path):
         deadline = time.monotonic() + 50
         while len(cache.keys()) < 3 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=10)
-    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
+    assert proc.returncode == -signal.SIGKILL, (
+        f"the sweep ended on its own (status {proc.returncode}) before it could be killed"
+    )
     assert not (out / "sweep.json").exists()
     done = [c.index for c in s.configurations if cache.get(c.key, c.setting) is not None]
     # every committed record is a complete, verified entry (payload written first)
