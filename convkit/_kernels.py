@@ -17,8 +17,10 @@ import numpy as np
 
 __all__ = ["ls_sgd_update", "numba_available"]
 
-_KERNEL: Any = None
-_TRIED = False
+#: the compiled SGD kernel; "auto" until first use, None when numba cannot be used.
+#: (Tests switch the generic path on by setting it to None: restoring the previous value,
+#: "auto" or the kernel, leaves the module in a consistent state.)
+_KERNEL: Any = "auto"
 
 
 def numba_available() -> bool:
@@ -27,10 +29,13 @@ def numba_available() -> bool:
 
 
 def _get_kernel() -> Any:
-    global _KERNEL, _TRIED
-    if _TRIED:
-        return _KERNEL
-    _TRIED = True
+    global _KERNEL
+    if isinstance(_KERNEL, str):
+        _KERNEL = _compile()
+    return _KERNEL
+
+
+def _compile() -> Any:
     if os.environ.get("CONVKIT_NO_NUMBA"):
         return None
     try:
@@ -38,7 +43,7 @@ def _get_kernel() -> Any:
     except ImportError:
         return None
 
-    @numba.njit(cache=True, fastmath=True, nogil=True, error_model="numpy")
+    @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def kernel(theta, z, eps, scale, theta_star, noise, gamma, mean, P, b):  # pragma: no cover
         # theta: (R*P, d) rows = (replicate, worker); z: (R*P*b, d); eps: (R*P*b,)
         N, d = theta.shape
@@ -70,8 +75,7 @@ def _get_kernel() -> Any:
                 for i in range(d):
                     mean[r, i] /= P
 
-    _KERNEL = kernel
-    return _KERNEL
+    return kernel
 
 
 def ls_sgd_update(
@@ -129,7 +133,7 @@ def _get_topk() -> Any:
         return _TOPK
     import numba
 
-    @numba.njit(cache=True, nogil=True, fastmath=True)
+    @numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
     def keep_above(x, thr, k, out):  # pragma: no cover - compiled
         # out[r] = x[r] where |x| > thr[r], then ties |x| == thr[r] in index order up to k kept
         n, d = x.shape
