@@ -25,10 +25,15 @@ import numpy as np
 __all__ = [
     "Backend",
     "RandomStream",
+    "array_library",
     "derive_seed",
     "get_backend",
+    "kth_largest",
     "namespace_of",
+    "sparse_block_operator",
+    "sparse_matmul",
     "to_numpy",
+    "topk_mask",
 ]
 
 _DTYPES = {"float64": np.float64, "float32": np.float32}
@@ -163,8 +168,11 @@ class Backend:
         """A random stream seeded by ``derive_seed(seed, *key)``."""
         ss = derive_seed(seed, *key)
         if self.name == "cupy":
-            gen = self.xp.random.Generator(self.xp.random.XORWOW(int(ss.generate_state(1)[0])))
-            return RandomStream(gen, self.xp, self.float_dtype)
+            import cupy  # pragma: no cover - needs a GPU
+
+            seed32 = int(ss.generate_state(1)[0])  # pragma: no cover
+            gen = cupy.random.Generator(cupy.random.XORWOW(seed32))  # pragma: no cover
+            return RandomStream(gen, self.xp, self.float_dtype)  # pragma: no cover
         gen = np.random.Generator(np.random.SFC64(ss))
         return RandomStream(gen, self.xp, self.float_dtype, host=self.name != "numpy")
 
@@ -179,7 +187,114 @@ class Backend:
         return self.xp.argsort(x, axis=axis)
 
 
+# --------------------------------------------------------------------------- library-specific
+# The few operations the array API standard lacks.  Each has a NumPy / CuPy implementation
+# (the libraries' own calls) and a fallback that uses only the standard API; both give the
+# same values (tests/test_backends_decentralized.py).
+
+
+def array_library(x: Any) -> str:
+    """``"numpy"``, ``"cupy"`` or ``"other"`` (any other array-API library) for array ``x``."""
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    from array_api_compat import is_cupy_array
+
+    return "cupy" if is_cupy_array(x) else "other"
+
+
+def kth_largest(xp: Any, score: Any, k: int, inplace: bool = False) -> Any:
+    """The ``k``-th largest entry of each row (last axis) of ``score``, shape ``(..., 1)``.
+
+    NumPy / CuPy: ``partition`` (with ``inplace`` a NumPy ``score`` is partitioned in place,
+    saving a full-size copy; its contents are then scrambled).  Other libraries: a full
+    ``sort`` (standard API).  Same values either way.
+    """
+    d = int(score.shape[-1])
+    if not 1 <= k <= d:
+        raise ValueError(f"k must lie in [1, d] = [1, {d}], got {k}")
+    lib = array_library(score)
+    if lib == "numpy" and inplace:
+        score.partition(d - k, axis=-1)
+        return score[..., d - k : d - k + 1].copy()
+    if lib == "numpy":
+        return np.partition(score, d - k, axis=-1)[..., d - k : d - k + 1]
+    if lib == "cupy":  # pragma: no cover - needs a GPU
+        import cupy
+
+        return cupy.partition(score, d - k, axis=-1)[..., d - k : d - k + 1]
+    return xp.sort(score, axis=-1)[..., d - k : d - k + 1]
+
+
+def topk_mask(xp: Any, score: Any, k: int) -> Any:
+    """Boolean mask selecting exactly ``k`` largest entries of each row of ``score``.
+
+    Ties at the threshold keep the lowest indices (as the compiled top-k of
+    :mod:`convkit._kernels`), so that every path selects the same entries: NumPy / CuPy sort
+    each row stably in descending order and scatter the first ``k`` positions with
+    ``put_along_axis``; other libraries compare the rank of each entry in a stable descending
+    ``argsort`` with ``k`` (the standard-API replacement for ``put_along_axis``).  A full
+    sort: meant for the few rows where a ``partition`` threshold is tied.
+    """
+    d = int(score.shape[-1])
+    if not 1 <= k <= d:
+        raise ValueError(f"k must lie in [1, d] = [1, {d}], got {k}")
+    lib = array_library(score)
+    if lib == "numpy":
+        idx = np.argsort(-score, axis=-1, kind="stable")[..., :k]
+        mask = np.zeros(score.shape, dtype=bool)
+        np.put_along_axis(mask, idx, True, axis=-1)
+        return mask
+    if lib == "cupy":  # pragma: no cover - needs a GPU
+        import cupy
+
+        idx = cupy.argsort(-score, axis=-1)[..., :k]  # CuPy's sort is stable
+        mask = cupy.zeros(score.shape, dtype=bool)
+        cupy.put_along_axis(mask, idx, True, axis=-1)
+        return mask
+    order = xp.argsort(score, axis=-1, descending=True, stable=True)
+    rank = xp.argsort(order, axis=-1)  # rank[j] = position of entry j in the descending order
+    return rank < k
+
+
+def sparse_block_operator(W: np.ndarray, replicates: int, like: Any) -> Any:
+    """``kron(I_R, W)`` as a CSR matrix of ``like``'s library, for :func:`sparse_matmul`.
+
+    NumPy: a SciPy ``csr_array``; CuPy: a ``cupyx.scipy.sparse.csr_matrix`` built from the
+    same CSR arrays; other libraries (no sparse matrices in the standard): ``W`` itself as a
+    dense array of ``like``'s namespace and dtype (the product is then a dense ``matmul``).
+    """
+    import scipy.sparse as sp
+
+    lib = array_library(like)
+    if lib == "other":
+        xp = namespace_of(like)
+        return xp.asarray(np.asarray(W), dtype=like.dtype)
+    K = sp.csr_array(sp.kron(sp.identity(replicates), sp.csr_array(np.asarray(W)), format="csr"))
+    K = K.astype(np.dtype(str(like.dtype)))
+    if lib == "numpy":
+        return K
+    import cupy  # pragma: no cover - needs a GPU
+    import cupyx.scipy.sparse as csp  # pragma: no cover
+
+    return csp.csr_matrix(  # pragma: no cover
+        (cupy.asarray(K.data), cupy.asarray(K.indices), cupy.asarray(K.indptr)), shape=K.shape
+    )
+
+
+def sparse_matmul(K: Any, X: Any) -> Any:
+    """``(W X)[r] = W @ X[r]`` for ``X`` of shape ``(R, P, d)`` and ``K`` from
+    :func:`sparse_block_operator` (``W``, R): one sparse product on ``X`` viewed as
+    ``(R P, d)`` (no transpose), or the dense ``matmul`` fallback."""
+    R, P, d = X.shape
+    if array_library(X) == "other":
+        return namespace_of(X).matmul(K, X)
+    return (K @ X.reshape(R * P, d)).reshape(R, P, d)
+
+
 def _import_cupy() -> Any:
+    """The array-API namespace of CuPy (``array_api_compat.cupy``: standard names such as
+    ``vecdot`` and ``astype`` on every CuPy version), after checking that CuPy is installed
+    and sees a CUDA device; a clear :class:`RuntimeError` otherwise."""
     try:
         import cupy
     except ImportError as exc:  # pragma: no cover - depends on the machine
@@ -191,7 +306,9 @@ def _import_cupy() -> Any:
             raise RuntimeError("no CUDA device")
     except Exception as exc:  # pragma: no cover - depends on the machine
         raise RuntimeError(f"backend='cupy' needs a usable CUDA GPU: {exc}") from exc
-    return cupy  # pragma: no cover
+    import array_api_compat.cupy as xp  # pragma: no cover
+
+    return xp  # pragma: no cover
 
 
 def get_backend(backend: str | Backend | None = None, dtype: str = "float64") -> Backend:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from convkit._kernels import topk_compress
-from convkit.backend import RandomStream, namespace_of
+from convkit.backend import RandomStream, kth_largest, namespace_of, topk_mask
 from convkit.validation import check_int, check_real
 
 __all__ = [
@@ -145,41 +145,32 @@ class Identity(Compressor):
 # --------------------------------------------------------------------------- sparsifiers
 
 
-def _kth_largest(xp: Any, score: Any, k: int, inplace: bool = False) -> Any:
-    """The ``k``-th largest entry of each row, shape ``(..., 1)`` (``partition``; with
-    ``inplace`` a NumPy ``score`` is partitioned in place, saving a full-size copy)."""
-    d = score.shape[-1]
-    if inplace and isinstance(score, np.ndarray):
-        score.partition(d - k, axis=-1)
-        return score[..., d - k : d - k + 1].copy()
-    return xp.partition(score, d - k, axis=-1)[..., d - k : d - k + 1]
-
-
 def _keep_largest(xp: Any, vals: Any, score: Any, k: int, skip_zeros: bool, thr: Any = None) -> Any:
     """``vals`` where ``score`` is among the ``k`` largest of its row, 0 elsewhere.
 
-    Fast path: the ``k``-th largest score of each row (``thr``, by ``partition``) as a
-    threshold, then one mask and one ``where`` (the product is memory-bound: few full-size
-    temporaries). Rows where ties at the threshold would keep more than ``k`` entries are
-    redone exactly with ``argpartition`` + ``put_along_axis`` (any ``k`` of the tied
-    entries). With ``skip_zeros`` (top-k, score ``|x|``) zero scores are never kept: when
-    fewer than ``k`` entries are non-zero the result is the same, and no tie fallback is
-    needed.
+    Fast path: the ``k``-th largest score of each row (``thr``, by
+    :func:`convkit.backend.kth_largest`) as a threshold, then one mask and one ``where`` (the
+    product is memory-bound: few full-size temporaries). Rows where ties at the threshold
+    would keep more than ``k`` entries are redone exactly with
+    :func:`convkit.backend.topk_mask` (the lowest indices among the tied entries; NumPy: only
+    those rows).
+    With ``skip_zeros`` (top-k, score ``|x|``) zero scores are never kept: when fewer than
+    ``k`` entries are non-zero the result is the same, and no tie fallback is needed.
     """
     if thr is None:
-        thr = _kth_largest(xp, score, k)
+        thr = kth_largest(xp, score, k)
     mask = score >= thr
     if skip_zeros and bool(xp.any(thr <= 0)):
         mask = mask & (score > 0)
-    out = xp.where(mask, vals, xp.zeros((), dtype=vals.dtype))
-    ties = xp.sum(mask, axis=-1) > k
+    zero = xp.zeros((), dtype=vals.dtype)
+    ties = xp.count_nonzero(mask, axis=-1) > k
     if bool(xp.any(ties)):
-        sub_vals = vals[ties]
-        idx = xp.argpartition(-score[ties], k - 1, axis=-1)[..., :k]
-        sub = xp.zeros_like(sub_vals)
-        xp.put_along_axis(sub, idx, xp.take_along_axis(sub_vals, idx, axis=-1), axis=-1)
-        out[ties] = sub
-    return out
+        if isinstance(vals, np.ndarray):  # redo the tied rows only
+            out = np.where(mask, vals, zero)
+            out[ties] = np.where(topk_mask(xp, score[ties], k), vals[ties], zero)
+            return out
+        mask = xp.where(ties[..., None], topk_mask(xp, score, k), mask)
+    return xp.where(mask, vals, zero)
 
 
 class _KSparse(Compressor):
@@ -213,7 +204,7 @@ class _KSparse(Compressor):
 
 @dataclass(frozen=True, repr=False)
 class TopK(_KSparse):
-    """Keep the ``k`` largest ``|x_j|`` of each row, zero the rest (ties: any ``k``).
+    """Keep the ``k`` largest ``|x_j|`` of each row, zero the rest (ties: lowest indices).
 
     Deterministic contraction: ``||C(x) - x||^2 <= (1 - k/d) ||x||^2``, ``delta = k/d``
     (Stich et al. 2018). Bits: ``k (float_bits + ceil(log2 d))`` (values and indices).
@@ -238,7 +229,7 @@ class TopK(_KSparse):
         if fused is not None:
             return fused
         score = xp.abs(x)
-        thr = _kth_largest(xp, score, k, inplace=True)
+        thr = kth_largest(xp, score, k, inplace=True)
         if isinstance(score, np.ndarray):
             np.abs(x, out=score)  # restore the scores in the partitioned buffer
         return _keep_largest(xp, x, score, k, skip_zeros=True, thr=thr)

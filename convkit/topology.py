@@ -36,7 +36,8 @@ Mixing weights (for a graph with degrees ``deg_i``; ``d_max`` the largest degree
 Mixing strategies (:meth:`Topology.mix`)
 ----------------------------------------
 * ``"dense"``: one matrix product ``W @ X`` (broadcast over replicates);
-* ``"sparse"``: the SciPy CSR matrix ``kron(I_R, W)`` applied to ``X`` viewed as ``(R*P, d)``
+* ``"sparse"``: the CSR matrix ``kron(I_R, W)`` (SciPy for NumPy, ``cupyx.scipy.sparse`` for
+  CuPy: :func:`convkit.backend.sparse_block_operator`) applied to ``X`` viewed as ``(R*P, d)``
   (no transpose, one output array);
 * ``"shift"``: for circulant ``W`` (``W_ij`` depends only on ``(j - i) mod n``: ring, static
   exponential graph, complete graph, one-peer exponential graph), ``W X = sum_s c_s S^s X``
@@ -65,7 +66,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from convkit.backend import derive_seed, namespace_of
+from convkit.backend import (
+    array_library,
+    derive_seed,
+    namespace_of,
+    sparse_block_operator,
+    sparse_matmul,
+)
 from convkit.validation import check_in, check_int, check_real
 
 __all__ = [
@@ -450,17 +457,19 @@ class Topology:
                 raise ValueError(f"method='shift' needs a circulant W; {self.name} is not")
             return _shift_mix(X, *plan["circulant"])
         if method == "sparse":
-            if not isinstance(X, np.ndarray):
-                raise ValueError("method='sparse' supports NumPy arrays only")
-            R, P, d = X.shape
+            if array_library(X) == "other":
+                raise ValueError(
+                    "method='sparse' supports NumPy arrays only, and CuPy arrays "
+                    "(cupyx.scipy.sparse); the array API standard has no sparse matrices: use "
+                    "method='dense' or 'shift'"
+                )
+            R = X.shape[0]
             # block-diagonal kron(I_R, W) acting on X viewed as (R P, d): no transpose, one output
             K = self._cached(
-                ("csr", int(t) % self.period, X.dtype.str, R),
-                lambda: sp.csr_array(sp.kron(sp.identity(R), sp.csr_array(plan["W"]))).astype(
-                    X.dtype
-                ),
+                ("csr", int(t) % self.period, str(X.dtype), type(X).__module__, R),
+                lambda: sparse_block_operator(plan["W"], R, X),
             )
-            return (K @ X.reshape(R * P, d)).reshape(R, P, d)
+            return sparse_matmul(K, X)
         Wd = self._cached(
             ("dense", int(t) % self.period, str(X.dtype), type(X).__module__),
             lambda: xp.asarray(plan["W"], dtype=X.dtype),

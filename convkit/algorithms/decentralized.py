@@ -354,7 +354,7 @@ class DPSGD(DecentralizedAlgorithm):
         return GossipState(theta0)
 
     def step(self, state: GossipState, oracle: Any, k: int, stream: Any) -> GossipState:
-        gamma = self._gammas[k - 1]
+        gamma = float(self._gammas[k - 1])
         if self.form == "step_then_gossip":
             X = oracle.sgd_update(state.x, gamma)
             state.x = self._mix(X, k)
@@ -415,7 +415,7 @@ class DCDPSGD(DecentralizedAlgorithm):
         return GossipState(theta0)
 
     def step(self, state: GossipState, oracle: Any, k: int, stream: Any) -> GossipState:
-        gamma = self._gammas[k - 1]
+        gamma = float(self._gammas[k - 1])
         X = state.x
         G = oracle.grad(X)
         D = self._mix(X, k)
@@ -464,7 +464,7 @@ class ECDPSGD(DecentralizedAlgorithm):
         return ECDState(theta0, xp.asarray(theta0, copy=True))
 
     def step(self, state: ECDState, oracle: Any, k: int, stream: Any) -> ECDState:
-        gamma = self._gammas[k - 1]
+        gamma = float(self._gammas[k - 1])
         t = float(k)
         G = oracle.grad(state.x)
         H = self._mix(state.y, k)
@@ -531,7 +531,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
         return CHOCOState(theta0, xp.asarray(theta0, copy=True))
 
     def step(self, state: CHOCOState, oracle: Any, k: int, stream: Any) -> CHOCOState:
-        X = oracle.sgd_update(state.x, self._gammas[k - 1])  # h = x - gamma g
+        X = oracle.sgd_update(state.x, float(self._gammas[k - 1]))  # h = x - gamma g
         Xh = state.x_hat
         # gamma_c (W - I) X_hat = W_gc X_hat - X_hat with W_gc = (1 - gamma_c) I + gamma_c W
         X += self._W_gc.mix(Xh, t=k - 1)
@@ -604,7 +604,7 @@ class DeepSqueeze(DecentralizedAlgorithm):
         return DeepSqueezeState(theta0, xp.zeros_like(theta0), xp.zeros_like(theta0))
 
     def step(self, state: DeepSqueezeState, oracle: Any, k: int, stream: Any) -> DeepSqueezeState:
-        X = oracle.sgd_update(state.x, self._gammas[k - 1])  # h = x - gamma g
+        X = oracle.sgd_update(state.x, float(self._gammas[k - 1]))  # h = x - gamma g
         U = state.delta
         U += X  # h + delta
         V = self._compress(U, stream)
@@ -694,7 +694,7 @@ def tune_consensus_step(
     stream = be.stream(seed, "tune_consensus_step", topology.name, comp.name, d)
     x0 = stream.normal((R, P, d))
     x0 = x0 - xp.mean(x0, axis=1, keepdims=True)  # consensus value 0: no cancellation in e_t
-    X = xp.reshape(xp.broadcast_to(x0[None], (Gn, R, P, d)), (Gn * R, P, d)) + 0.0
+    X = xp.reshape(xp.broadcast_to(xp.expand_dims(x0, axis=0), (Gn, R, P, d)), (Gn * R, P, d)) + 0.0
     Xh = xp.zeros_like(X)
     gc = xp.reshape(xp.repeat(be.asarray(grid), R), (Gn * R, 1, 1))
     half = iterations // 2

@@ -88,7 +88,7 @@ class ErrorFeedbackSGD(Algorithm):
     def step(self, state: EFState, oracle: Any, k: int, stream: Any) -> EFState:
         xp = namespace_of(state.x)
         Pm = oracle.grad(state.x)
-        Pm *= self._gammas[k - 1]
+        Pm *= float(self._gammas[k - 1])
         Pm += state.e  # p = gamma g + e
         D = self.compressor.compress(Pm, stream)
         Pm -= D  # e = p - C(p)
@@ -103,7 +103,7 @@ class ErrorFeedbackSGD(Algorithm):
         xp = namespace_of(state.e)
         out = {"memory": xp.mean(xp.sum(state.e * state.e, axis=-1), axis=1)}
         try:
-            g = problem.grad(state.x[:, 0])
+            g = problem.grad(state.x[:, 0, :])
         except NotImplementedError:
             return out
         out["grad_norm2"] = xp.sum(g * g, axis=-1)
