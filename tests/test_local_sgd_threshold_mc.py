@@ -144,3 +144,15 @@ def test_least_squares_monte_carlo_matches_the_exact_engine():
     zc = norm.ppf(1 - 0.01 / (2 * z.size))
     assert np.all(np.abs(z) <= zc), z
     assert exact[-1] == 1.0 and rows[-1]["ratio"] == 1.0
+
+
+def test_bootstrap_se_is_zero_without_replicate_noise_and_positive_with_it():
+    """Identical replicates give a deterministic N* (bootstrap SE exactly 0); independent
+    noise gives a positive SE."""
+    grid = [1, 4, 16, 64, 256]
+    curve = np.array([1.2, 1.15, 1.08, 1.02, 1.0])
+    errs = np.repeat(curve[:, None], 50, axis=1)
+    assert mc.bootstrap_log_se(errs, grid, 0.05) == 0.0
+    rng = np.random.default_rng(3)
+    noisy = errs * rng.lognormal(0.0, 0.1, size=errs.shape)
+    assert mc.bootstrap_log_se(noisy, grid, 0.05) > 0.0
