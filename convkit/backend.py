@@ -131,9 +131,13 @@ class Backend:
     Parameters
     ----------
     name:
-        ``"numpy"`` (default), ``"cupy"`` (GPU), or ``"array_api_strict"`` (the standard's
-        reference namespace, on the CPU: for proving that code uses only the standard API;
-        random numbers are drawn with NumPy and converted).
+        ``"numpy"`` (default), ``"cupy"`` (GPU: namespace ``array_api_compat.cupy``, random
+        numbers from ``cupy.random.Generator(XORWOW)``, so a CuPy run equals a NumPy run in
+        distribution, not sample by sample; without CuPy or a CUDA device a
+        :class:`RuntimeError` here, before any work), or ``"array_api_strict"`` (the
+        standard's reference namespace, on the CPU: for proving that code uses only the
+        standard API; random numbers are drawn with NumPy and converted, so the same seed
+        gives the NumPy run's numbers).
     dtype:
         ``"float64"`` (default) or ``"float32"``.
     """

@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Backend, namespace_of
+from ..backend import Backend, namespace_of, to_numpy
 from ..compression import Compressor, get_compressor
 from ..schedules import StepSize
 from ..topology import Topology
@@ -710,8 +710,8 @@ def tune_consensus_step(
                 e_half = consensus_distance(X)
         e_end = consensus_distance(X)
         tiny = 1e-300
-        e_half = np.maximum(np.asarray(e_half, dtype=np.float64), tiny)
-        e_end_np = np.asarray(e_end, dtype=np.float64)
+        e_half = np.maximum(to_numpy(e_half).astype(np.float64), tiny)
+        e_end_np = to_numpy(e_end).astype(np.float64)
         finite = np.isfinite(e_end_np) & np.isfinite(e_half)
         logs = (np.log(np.maximum(e_end_np, tiny)) - np.log(e_half)) / (iterations - half)
         logs = np.where(finite, logs, np.inf).reshape(Gn, R)
