@@ -10,7 +10,11 @@ k/d = 0.1 (spectral gaps 1 - rho = 0.667, 0.461, 0.195, 0.051). Hypothesis teste
 ring (stated before it was run, after the even rings gave equal limits): the eigenvalues of
 ``W_eta`` are ``1 - eta (1 - lambda_i)`` and every even ring has ``lambda_n = -1/3``, so if the
 limit is set by the most negative mode then ``eta* (1 - lambda_n)`` is the same for all rings
-and P = 5 (``lambda_n = -0.206``) has a limit larger by ``(4/3) / 1.206``. Divergence criterion (documented, fixed before
+and P = 5 (``lambda_n = -0.206``) has a limit larger by ``(4/3) / 1.206``. A second
+hypothesis, formed after that one failed (every ring with weights 1/3 has the same self-weight
+``W_ii = 1/3``): ``eta* (1 - W_ii)`` is constant; it is told apart from the first on the
+complete graph K8 (``W_ii = 1/8``, ``lambda_n = 0``); the 4x4 torus (``W_ii = 1/5``,
+``lambda_n = -0.6``) gets the same prediction from both (full mode only). Divergence criterion (documented, fixed before
 looking at the results; the one of ``tests/test_decentralized_behaviour.py``): a setting is
 *unstable* if some replicate diverged in the engine's sense with ``divergence_factor = 1e4``
 (||x_bar - theta*||^2 above 1e4 max(||theta*||^2, 1), or not finite) or if the mean
@@ -53,10 +57,10 @@ from convkit.bounds import fit_constants
 from convkit.bounds.library import get as get_result
 from convkit.compression import TopK
 from convkit.simulate import DivergenceWarning
-from convkit.topology import ring
+from convkit.topology import complete, ring, torus
 
 TITLE = (
-    "DeepSqueeze (top-k, ring): largest stable consensus step eta vs k/d and spectral gap; "
+    "DeepSqueeze (top-k): largest stable consensus step eta vs k/d and spectral gap; "
     "fitted C_2 of the rate c/sqrt(nT) + C_2/T"
 )
 D, GAMMA, SEED = 20, 0.01, 1907
@@ -68,11 +72,23 @@ def _problem() -> ck.LeastSquares:
     return ck.LeastSquares.gaussian(d=D, noise=0.5, seed=0)
 
 
+def _topology(kind: str, P: int):
+    """``ring(P)``, ``complete(P)`` or the square ``torus(sqrt(P))`` (uniform weights)."""
+    if kind == "ring":
+        return ring(P)
+    if kind == "complete":
+        return complete(P)
+    return torus(int(round(np.sqrt(P))))
+
+
 def _stable(prob, configs, etas, R: int, n: int, seed: int) -> list[bool]:
-    """Stability of DeepSqueeze for each (P, k/d) config at its eta (criterion: module doc)."""
+    """Stability of DeepSqueeze for each (topology, P, k/d) config at its eta (criterion:
+    module doc)."""
     algos = [
-        DeepSqueeze(ring(P), ck.Constant(GAMMA), TopK(fraction=f), float(e), name=f"c{i}")
-        for i, ((P, f), e) in enumerate(zip(configs, etas))
+        DeepSqueeze(
+            _topology(kind, P), ck.Constant(GAMMA), TopK(fraction=f), float(e), name=f"c{i}"
+        )
+        for i, ((kind, P, f), e) in enumerate(zip(configs, etas))
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DivergenceWarning)
@@ -108,15 +124,18 @@ def _bisect(prob, configs, R: int, n: int) -> pd.DataFrame:
             else:
                 hi[i] = m
     rows = []
-    for i, (P, f) in enumerate(configs):
+    for i, (kind, P, f) in enumerate(configs):
+        topo = _topology(kind, P)
         status = "bracketed" if active[i] else ("stable at 1" if s_hi[i] else "unstable at lo")
         rows.append(
             {
                 "part": "eta_limit",
+                "topology": kind,
                 "P": P,
                 "fraction": f,
-                "gap": ring(P).spectral_gap,
-                "lambda_n": ring(P).lambda_n,
+                "gap": topo.spectral_gap,
+                "lambda_n": topo.lambda_n,
+                "self_weight": float(np.asarray(topo.W_at(0))[0, 0]),
                 "eta_lo": lo[i] if active[i] or s_hi[i] else np.nan,
                 "eta_hi": hi[i] if active[i] else np.nan,
                 "eta_star": float(np.sqrt(lo[i] * hi[i])) if active[i] else np.nan,
@@ -170,11 +189,13 @@ def _rate_points(prob, configs, Ts, R: int) -> pd.DataFrame:
 def run(quick: bool = False) -> pd.DataFrame:
     prob = _problem()
     if quick:
-        eta_cfg = [(8, 0.05), (8, 0.1), (16, 0.1)]
+        eta_cfg = [("ring", 8, 0.05), ("ring", 8, 0.1), ("ring", 16, 0.1)]
         Rb, nb = 3, 400
         Ts, Rr = (500, 1000, 2000), 4
     else:
-        eta_cfg = [(8, 0.05), (8, 0.1), (8, 0.2), (8, 0.4), (4, 0.1), (5, 0.1), (16, 0.1)]
+        eta_cfg = [("ring", 8, f) for f in (0.05, 0.1, 0.2, 0.4)]
+        eta_cfg += [("ring", P, 0.1) for P in (4, 5, 16)]
+        eta_cfg += [("complete", 8, 0.1), ("torus", 16, 0.1)]
         Rb, nb = 10, 1000
         Ts, Rr = (500, 1000, 2000, 4000, 8000), 16
     eta = _bisect(prob, eta_cfg, Rb, nb)
@@ -203,6 +224,10 @@ def fit_c2(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _short(r) -> str:
+    return {"ring": f"ring {r.P}", "complete": f"K{r.P}", "torus": "torus 4x4"}[r.topology]
+
+
 def _ticks(ax, values, fmt: str = "%.3g") -> None:
     """Major x ticks at the data values, no minor labels (log axis)."""
     from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
@@ -220,14 +245,14 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     eta = data[data.part == "eta_limit"]
 
-    def bracket(ax, sub, x, xlabel, title):
+    def bracket(ax, sub, x, xlabel, title, fmt="o-"):
         sub = sub.sort_values(x)
         ok = sub[sub.status == "bracketed"]
         ax.errorbar(
             ok[x],
             ok["eta_star"],
             yerr=[ok["eta_star"] - ok["eta_lo"], ok["eta_hi"] - ok["eta_star"]],
-            fmt="o-",
+            fmt=fmt,
             capsize=4,
             label="bisection bracket",
         )
@@ -236,7 +261,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
             ax.scatter(cen[x], np.ones(len(cen)), marker="^", s=60, color="C3", label="stable at 1")
         for r in ok.itertuples():
             ax.annotate(
-                f"P={r.P}" if x == "gap" else f"k/d={r.fraction:g}",
+                _short(r) if x == "gap" else f"k/d={r.fraction:g}",
                 (getattr(r, x), r.eta_star),
                 textcoords="offset points",
                 xytext=(4, 6),
@@ -244,13 +269,13 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
             )
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"largest stable $\eta$")
         ax.set_ylim(0.1, 1.3)
-        _ticks(ax, sub[x])
+        _ticks(ax, [0.05, 0.1, 0.2, 0.5, 1.0] if x == "gap" else sub[x])
         ax.set_title(title)
         ax.legend(fontsize=8)
 
     bracket(
         axes[0],
-        eta[eta.P == 8],
+        eta[(eta.P == 8) & (eta.topology == "ring")],
         "fraction",
         "compression ratio k/d (top-k)",
         rf"ring P = 8, $\gamma$ = {GAMMA}",
@@ -259,8 +284,9 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         axes[1],
         eta[eta.fraction == 0.1],
         "gap",
-        r"spectral gap $1-\rho$ of the ring",
-        rf"k/d = 0.1, $\gamma$ = {GAMMA}",
+        r"spectral gap $1-\rho$ of $W$",
+        rf"k/d = 0.1, $\gamma$ = {GAMMA}; rings, complete graph, torus (uniform weights)",
+        fmt="o",
     )
     ax = axes[2]
     rate = data[data.part == "rate"]
@@ -314,7 +340,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             return float(r.eta_lo), float(r.eta_hi)
         return (1.0, np.inf) if r.status == "stable at 1" else (0.0, ETA_LO)
 
-    sub = eta[eta.P == 8].sort_values("fraction")
+    sub = eta[(eta.P == 8) & (eta.topology == "ring")].sort_values("fraction")
     rs = list(sub.itertuples())
     # shrinks as k/d shrinks: the intervals of consecutive fractions must be ordered and
     # disjoint (two limits censored on the same side are not resolved)
@@ -341,7 +367,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             "verdict": verdict,
         }
     )
-    sub = eta[eta.fraction == 0.1].sort_values("gap")
+    sub = eta[(eta.fraction == 0.1) & (eta.topology == "ring")].sort_values("gap")
     rs = list(sub.itertuples())
     rs_p = [int(r.P) for r in rs]
     out.append(
@@ -376,6 +402,50 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 "measured": f"P=5: {_fmt_eta(r5)}",
                 "theoretical": f"predicted [{plo:.3g}, {phi:.3g}] (P=8 bracket times "
                 f"(1-lambda_n(8))/(1-lambda_n(5)) = {scale:.3f})",
+                "verdict": v,
+            }
+        )
+    # second hypothesis, formed after the odd ring gave the same limit as the even rings
+    # (every ring with weights 1/3 has the same self-weight W_ii = 1/3): the limit is set by
+    # the self-weight, eta* (1 - W_ii) = const; against the lambda_n hypothesis on K8 and the
+    # 4x4 torus (for the torus both predict the same value)
+    other = eta[(eta.fraction == 0.1) & (eta.topology != "ring")]
+    r8 = by_p.get(8)
+    if len(other) and r8 is not None and r8.status == "bracketed":
+        parts, hits = [], {"lambda_n": 0, "self-weight": 0}
+        for r in other.itertuples():
+            preds = {
+                "lambda_n": (1 - r8.lambda_n) / (1 - r.lambda_n),
+                "self-weight": (1 - r8.self_weight) / (1 - r.self_weight),
+            }
+            txt = []
+            for h, sc in preds.items():
+                plo, phi = r8.eta_lo * sc, r8.eta_hi * sc
+                ok = r.status == "bracketed" and r.eta_lo <= phi and plo <= r.eta_hi
+                if r.status == "stable at 1":
+                    ok = phi >= 1
+                hits[h] += int(ok)
+                txt.append(f"{h} predicts [{plo:.3g}, {phi:.3g}]{' (ok)' if ok else ''}")
+            parts.append(f"{_short(r)}: {_fmt_eta(r)}; " + ", ".join(txt))
+        n_o = len(other)
+        if hits["self-weight"] == n_o and hits["lambda_n"] < n_o:
+            v = "self-weight hypothesis consistent, lambda_n hypothesis not"
+        elif hits["lambda_n"] == n_o and hits["self-weight"] < n_o:
+            v = "lambda_n hypothesis consistent, self-weight hypothesis not"
+        elif hits["lambda_n"] == hits["self-weight"] == n_o:
+            v = "both consistent (not discriminated)"
+        else:
+            v = "neither hypothesis consistent on every graph"
+        out.append(
+            {
+                "result": "what sets the largest stable eta: self-weight, eta* (1 - W_ii) = "
+                "const, vs most negative eigenvalue, eta* (1 - lambda_n) = const [hypotheses, "
+                "formed here after the ring results]",
+                "setting": base + "; top-k k/d=0.1; uniform-weight K8 (W_ii = 1/8, "
+                "lambda_n = 0) and 4x4 torus (W_ii = 1/5, lambda_n = -0.6), scaled from the "
+                "ring P=8 bracket",
+                "measured": "; ".join(parts),
+                "theoretical": "hypotheses (no published claim)",
                 "verdict": v,
             }
         )
