@@ -98,8 +98,11 @@ class Design:
 def design(quick: bool) -> Design:
     """Quick: alpha in {0.6, 0.9}, T in {2^10, 2^11, 2^12} at P = 16, P in {8, 16, 32} at
     T = 2^12, 32 replicates.  Full: alpha in {0.6, 0.75, 0.9}, T in {2^11, ..., 2^15, 10^5} at
-    P = 16, P in {2, ..., 32} at T = 2^14, 64 replicates (paired SE of err(N)/err(MBA) about
-    0.01-0.03 for both problems at that size, measured; it does not shrink much with T)."""
+    P = 16, P in {2, ..., 32} at T = 2^14; 64 replicates for logistic regression (paired SE
+    of err(OSA)/err(MBA) 0.01-0.04, measured) and 256 for least squares (its gradients have a
+    fused kernel, about 4x cheaper per replicate, and its OSA/MBA gap is only 2-8 %: the
+    paired SE at 64 replicates, 0.01-0.02, hides most thresholds).  The paired SE hardly
+    shrinks with T: it scales like 1/sqrt(R)."""
     if quick:
         return Design(
             (0.6, 0.9),
@@ -115,7 +118,7 @@ def design(quick: bool) -> Design:
         16,
         (2, 4, 8, 16, 32),
         2**14,
-        {"least_squares": 64, "logistic": 64},
+        {"least_squares": 256, "logistic": 64},
     )
 
 
@@ -235,11 +238,20 @@ def replicate_errors(res: ck.Result, grid: list[int]) -> np.ndarray:
 def bootstrap_log_se(
     errs: np.ndarray, grid: list[int], eps: float, n_boot: int = 400, seed: int = 0
 ) -> float:
+    """See :func:`bootstrap_nstar` (its first value)."""
+    return bootstrap_nstar(errs, grid, eps, n_boot, seed)[0]
+
+
+def bootstrap_nstar(
+    errs: np.ndarray, grid: list[int], eps: float, n_boot: int = 400, seed: int = 0
+) -> tuple[float, float, float]:
     """Standard error of ``log N*`` by the paired bootstrap over replicates: resample the
     replicates (the same ones for every N, keeping the pairing), recompute the ratio curve and
     its log-interpolated crossing (point estimate; 1 if it holds already at N = 1), and take
     half the 16-84 % quantile range of ``log N*``.  Unlike the delta method this stays honest
-    where the curve crosses ``1 + eps`` at a shallow angle."""
+    where the curve crosses ``1 + eps`` at a shallow angle.  Returns ``(se_log, q025, q975)``
+    with the 2.5 % and 97.5 % bootstrap quantiles of ``N*`` (a percentile interval: the law of
+    ``log N*`` is far from normal when the crossing can jump between grid segments)."""
     rng = np.random.default_rng(seed)
     R = errs.shape[1]
     idx = rng.integers(0, R, size=(n_boot, R))
@@ -250,8 +262,8 @@ def bootstrap_log_se(
     for b in range(n_boot):
         th = find_threshold(grid, ratios[:, b], zero, eps=eps, mode="ratio")
         logs[b] = math.log(th.estimate if th.estimate is not None else grid[-1])
-    q16, q84 = np.quantile(logs, [0.16, 0.84])
-    return float((q84 - q16) / 2)
+    q025, q16, q84, q975 = np.quantile(logs, [0.025, 0.16, 0.84, 0.975])
+    return float((q84 - q16) / 2), float(math.exp(q025)), float(math.exp(q975))
 
 
 def locate(
@@ -325,7 +337,8 @@ def setting_rows(
         loc["N_star_se_delta"] = loc["N_star_se"]
         if loc["status"] == "interior":
             seed = _seed(problem, alpha, P, T) + int(round(1000 * eps))
-            loc["N_star_se"] = loc["N_star"] * bootstrap_log_se(errs, grid, eps, seed=seed)
+            se_log, q025, q975 = bootstrap_nstar(errs, grid, eps, seed=seed)
+            loc.update(N_star_se=loc["N_star"] * se_log, N_star_q025=q025, N_star_q975=q975)
         extra = {}
         if exact:
             ex = locate(grid, exact["ratio"], np.zeros(len(grid)), eps)
@@ -501,32 +514,39 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             )
         )
     lt = df[(df.problem == "least_squares") & (df.kind == "threshold")]
-    if not lt.empty and "exact_N_star" in lt:
+    if not lt.empty and "exact_N_star" in lt and "N_star_q025" in lt:
+        from scipy.stats import binom
+
         both = lt[(lt.status == "interior") & (lt.exact_status == "interior")]
-        zn = (
-            (np.log(both.N_star) - np.log(both.exact_N_star_grid)) / (both.N_star_se / both.N_star)
-        ).to_numpy()
+        inside = (both.N_star_q025 <= both.exact_N_star_grid) & (
+            both.exact_N_star_grid <= both.N_star_q975
+        )
+        misses = int((~inside).sum())
+        m = len(both)
+        allowed = int(binom.ppf(0.99, m, 0.05)) if m else 0
         osa = lt[lt.status == "osa_suffices"]
         contra = int((osa.exact_N_star > 1).sum())
-        pairs = pd.crosstab(lt.status, lt.exact_status).stack().to_dict()
-        m = max(zn.size, 1)
-        zc = float(norm.ppf(1 - 0.01 / (2 * m)))
-        ok = (zn.size == 0 or np.abs(zn).max() <= zc) and contra == 0
+        allowed_osa = int(binom.ppf(0.99, len(osa), 0.05)) if len(osa) else 0
+        pairs = {
+            f"{a}/{b}": int(v)
+            for (a, b), v in pd.crosstab(lt.status, lt.exact_status).stack().items()
+            if v
+        }
         out.append(
             dict(
                 result="Monte Carlo N* agrees with the exact N* (least squares)",
                 setting=(
-                    f"{len(lt)} (alpha, P, T, eps) settings; (MC status, exact status on the "
-                    f"same grid): {pairs}; z of log N* where both interior, Bonferroni 1 % "
-                    f"(|z| <= {zc:.2f})"
+                    f"{len(lt)} (alpha, P, T, eps) settings; MC status/exact status (same grid): "
+                    f"{pairs}; exact N* (grid-interpolated) inside the MC 95 % bootstrap "
+                    "interval where both are interior; misses allowed up to the 99 % binomial "
+                    "quantile at rate 5 %"
                 ),
                 measured=(
-                    f"max |z| {np.abs(zn).max() if zn.size else float('nan'):.2f} over "
-                    f"{zn.size} interior pairs; MC 'OSA suffices' contradicted by exact "
-                    f"N* > 1: {contra}/{len(osa)}"
+                    f"exact outside the MC interval: {misses}/{m} (allowed {allowed}); MC 'OSA "
+                    f"suffices' with exact N* > 1: {contra}/{len(osa)} (allowed {allowed_osa})"
                 ),
-                theoretical=0.0,
-                verdict="holds" if ok else "does not hold",
+                theoretical="agreement",
+                verdict="holds" if misses <= allowed and contra <= allowed_osa else "does not hold",
             )
         )
     return out
@@ -606,7 +626,8 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
                 ax.set_title(f"{problem}, alpha={alpha}", fontsize=9)
                 ax.set_xlabel(var + (" (P fixed)" if var == "T" else " (T fixed)"))
                 ax.set_ylabel("N*")
-                ax.legend(fontsize=6)
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(fontsize=6)
         fig.tight_layout()
         path = outdir / f"local_sgd_threshold_mc_{var}.png"
         fig.savefig(path, dpi=110)
@@ -649,7 +670,8 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
                 )
                 ax.set_xlabel("rounds N")
                 ax.set_ylabel("err(N) / err(MBA) (paired, +-2 SE)")
-                ax.legend(fontsize=6)
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(fontsize=6)
         fig.tight_layout()
         path = outdir / f"local_sgd_threshold_mc_curves_{var}.png"
         fig.savefig(path, dpi=110)
