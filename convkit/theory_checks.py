@@ -23,8 +23,8 @@ is a measured result, not a failure of the check. Settings are fixed a priori (s
 Statistical verdicts use standard errors from independent replicates (fixed seeds) and say how
 many SE (or which confidence) they allow.
 
-Quick mode runs every check in about a minute on two cores (plus the one-time SymPy
-derivations of the library); full mode uses larger horizons and more replicates.
+Quick mode runs every check in about 1.5 minutes on two shared cores (one-time SymPy
+derivations of the library included); full mode uses larger horizons and more replicates.
 """
 
 from __future__ import annotations
@@ -250,8 +250,8 @@ def _mc_ms_limit(
     from convkit.checks import mean_square_growth_rate, stability_limit
 
     rng = np.random.default_rng(seed)
-    n_steps = 200 if quick else 600
-    R = 256 if quick else 1024
+    n_steps = 200 if quick else 400
+    R = 256 if quick else 512
 
     def is_stable(g: float) -> bool:
         gr = mean_square_growth_rate(
@@ -263,7 +263,7 @@ def _mc_ms_limit(
         )
         return gr.rate < 0
 
-    br = stability_limit(is_stable, guess / 2, 2 * guess, rtol=0.02 if quick else 0.005)
+    br = stability_limit(is_stable, guess / 2, 2 * guess, rtol=0.02 if quick else 0.01)
     return {"lo": br.lo, "hi": br.hi, "estimate": br.estimate, "evaluations": br.n_evaluations}
 
 
@@ -291,7 +291,7 @@ def _stability_rows(
         )
         if i == 0 or not quick:
             mc = _mc_ms_limit(h, b, design, theory, quick, seed=1000 + i)
-            margin = 0.05 if quick else 0.02
+            margin = 0.05 if quick else 0.03
             rel_mc = abs(mc["estimate"] / theory - 1.0)
             rows.append(
                 _row(
@@ -1053,9 +1053,9 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
     Step limit ``gamma <= 1 / (3 L sqrt(C_2))`` with the fitted C_2 (in the units of the
     measured ``E||grad f||^2``) and L = h_max = 1, compared with the measured largest
     mean-square stable constant gamma (noise-free, Monte Carlo bisection). The limit is a
-    sufficient condition: it holds if the measured stable range reaches at least the bound."""
-    from convkit.algorithms.decentralized import DeepSqueeze  # noqa: F401 (import check)
-
+    sufficient condition: it holds if the measured stable bracket lies above the bound, also
+    with C_2 moved by 2 standard errors of log C_2 (from the fit); it does not hold if the
+    bracket lies below the bound's whole range; otherwise the verdict is inconclusive."""
     s = _deepsqueeze_study(quick)
     st = s["study"]
     setting = _dec_setting(f"DeepSqueeze top-k (k = d/2), eta = {DS_ETA}") + f", R = {st['R']}"
@@ -1439,7 +1439,7 @@ def check_rand_k(quick: bool) -> list[dict[str, Any]]:
                     HOLDS if _within(m, th, se) else NOT_HOLD,
                     "within 3 SE",
                     se=se,
-                    z=(m - th) / se,
+                    z=(m - th) / se if se > 0 else 0.0,
                 )
             )
     return rows

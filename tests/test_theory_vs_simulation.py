@@ -63,14 +63,14 @@ def _assert_stability(check: str, result: str) -> None:
         assert r["verdict"] == tc.HOLDS, r
         lo, hi = r["details"]["bracket"]
         assert lo < r["measured"] < hi
-        assert abs(r["measured"] / r["theoretical"] - 1) <= (0.05 if not FULL else 0.02)
+        assert abs(r["measured"] / r["theoretical"] - 1) <= (0.05 if not FULL else 0.03)
 
 
 def test_ms_stability_1d_matches_exact_engine_and_monte_carlo_bisection():
     """sgd.ms_stability.1d: gamma* = 2b/((b+2)h) (SymPy) equals the exact engine's limit
     (spectral radius of the diagonal moment map) to 1e-6 for h = 2, b = 1 and h = 1, b = 4, and
     the Monte Carlo bisection on the resampled mean-square growth rate (h = 2, b = 1) lands
-    within 5 % of it (2 % in full mode)."""
+    within 5 % of it (3 % in full mode)."""
     _assert_stability("stability.1d", "sgd.ms_stability.1d")
 
 
