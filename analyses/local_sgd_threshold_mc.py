@@ -554,7 +554,8 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------------------ plots
 def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
-    """N* vs T and vs P (log-log, interior points with +-2 SE, sqrt reference), and
+    """N* vs T and vs P (log-log, interior points with +-1 SE in log N*, exact N* for least
+    squares as crosses, slope-1/2 reference), and
     err(N)/err(MBA) vs N curves per problem and alpha.  Returns the PNG files."""
     import matplotlib
 
@@ -578,10 +579,11 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
                     g = g0[(g0.eps == eps)].sort_values(var)
                     gi = g[g.status == "interior"]
                     col = f"C{k}"
+                    sl = (gi.N_star_se / gi.N_star).to_numpy()
                     ax.errorbar(
                         gi[var],
                         gi.N_star,
-                        yerr=2 * gi.N_star_se,
+                        yerr=[gi.N_star * (1 - np.exp(-sl)), gi.N_star * np.expm1(sl)],
                         fmt="o",
                         color=col,
                         ms=4,
@@ -596,6 +598,15 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
                         color=col,
                         label=f"eps={eps}: OSA enough / not identifiable" if len(go) else None,
                     )
+                    if "exact_N_star" in g and g.exact_N_star.notna().any():
+                        ax.plot(
+                            g[var],
+                            g.exact_N_star,
+                            "+",
+                            color=col,
+                            ms=7,
+                            label=f"eps={eps}: exact N*",
+                        )
                     f = fit(df, problem, alpha, eps, var)
                     if np.isfinite(f["slope"]):
                         xs = gi[var].to_numpy(float)
