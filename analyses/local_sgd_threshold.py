@@ -47,7 +47,7 @@ def _grid(quick: bool) -> dict[str, list]:
         "T": [10**4, 10**5, 10**6, 10**7],
         "P": [2, 4, 8, 16, 32, 64],
         "alpha": [0.5, 0.75, 1.0],
-        "C_frac": [0.5, 0.9],
+        "C_frac": [0.5],
         "r0": [0.0, 1.0],
         "spectrum": ["1/i"],
         "eps": [0.01],
@@ -57,8 +57,9 @@ def _grid(quick: bool) -> dict[str, list]:
 def run(quick: bool = True) -> pd.DataFrame:
     """One row per (setting, T, P): N*, local steps n, errors of MBA/OSA, their ratio,
     ``sqrt(P T)`` and the monotonicity flag.  Quick: T <= 1e6, P in {2, 8, 32}, 8 settings
-    (about a minute).  Full: T <= 1e7, P in {2, ..., 64}, 12 settings, plus T = 1e8 for
-    P in {16, 64} (alpha 0.75, r0 0), a flat spectrum and eps = 0.001 (tens of minutes)."""
+    (about a minute).  Full: T <= 1e7, P in {2, ..., 64}, 6 settings at C = 0.5 x limit, plus C = 0.9 x limit on
+    two settings (P in {2, 8, 32}), T = 1e8 for P in {16, 64} (alpha 0.75, r0 0), a flat
+    spectrum and eps = 0.001 (several minutes)."""
     g = _grid(quick)
     d = 10
     rows = []
@@ -69,8 +70,14 @@ def run(quick: bool = True) -> pd.DataFrame:
     combos = list(
         itertools.product(g["spectrum"], g["alpha"], g["C_frac"], g["r0"], g["eps"], g["T"], g["P"])
     )
-    if not quick:  # T = 1e8 on two settings, a flat spectrum and a smaller eps on one
+    if not quick:  # T = 1e8 on two settings, larger steps, a flat spectrum and a smaller eps
         combos += [("1/i", 0.75, cf, 0.0, 0.01, 10**8, P) for cf in (0.5, 0.9) for P in (16, 64)]
+        combos += [
+            ("1/i", a, 0.9, r0, 0.01, T, P)
+            for a, r0 in ((0.75, 0.0), (1.0, 1.0))
+            for T in g["T"]
+            for P in (2, 8, 32)
+        ]
         combos += [("flat", 0.75, 0.5, 0.0, 0.01, T, P) for T in g["T"] for P in (2, 8, 32)]
         combos += [("1/i", 0.75, 0.5, 1.0, 0.001, T, P) for T in g["T"] for P in (2, 8, 32)]
     for spec, alpha, cf, r0, eps, T, P in combos:
