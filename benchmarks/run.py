@@ -47,22 +47,27 @@ def main(argv: list[str] | None = None) -> int:
         for metric, entry in got.items():
             results[metric] = {**entry, "source": name}
         print(f"[{name}: {time.perf_counter() - t0:.1f} s]", file=sys.stderr)
-    print(f"{'metric':<34} {'value':>12} {'goal':>10}  better  met")
+    print(f"{'metric':<44} {'value':>12} {'goal':>10}  better  met")
     for metric, e in results.items():
         better = "higher" if e["higher_is_better"] else "lower"
-        met = e["value"] >= e["goal"] if e["higher_is_better"] else e["value"] <= e["goal"]
+        goal = e["goal"]
+        if goal is None or goal != goal:  # informational entry (no goal)
+            print(f"{metric:<44} {e['value']:>12.4g} {'-':>10}  {better:<6}  -")
+            continue
+        met = e["value"] >= goal if e["higher_is_better"] else e["value"] <= goal
         print(
-            f"{metric:<34} {e['value']:>12.4g} {e['goal']:>10.4g}  {better:<6}  {'yes' if met else 'NO'}"
+            f"{metric:<44} {e['value']:>12.4g} {goal:>10.4g}  {better:<6}  {'yes' if met else 'NO'}"
         )
     if not args.quick or args.out != str(HERE / "latest.json"):
         out = Path(args.out)
         previous = json.loads(out.read_text()) if out.exists() else {}
-        previous.update(
-            {
-                k: {kk: v[kk] for kk in ("value", "goal", "higher_is_better")}
-                for k, v in results.items()
+        for k, v in results.items():
+            goal = v["goal"]
+            previous[k] = {
+                "value": float(v["value"]),
+                "goal": None if goal is None or goal != goal else float(goal),
+                "higher_is_better": bool(v["higher_is_better"]),
             }
-        )
         out.write_text(json.dumps(previous, indent=2, sort_keys=True) + "\n")
     return 1 if failed else 0
 
