@@ -67,6 +67,20 @@ def record_steps(n: int, n_record: int = 40, extra: Sequence[int] | None = None)
     return np.unique(np.concatenate([pts, [n]]))
 
 
+def starting_point(theta0: Any, d: int) -> np.ndarray:
+    """``theta0`` validated as a finite float64 vector of shape ``(d,)`` (None: zeros)."""
+    if theta0 is None:
+        return np.zeros(d)
+    t0 = np.asarray(to_numpy(theta0), dtype=np.float64)
+    if t0.shape != (d,):
+        raise ValueError(
+            f"theta0 must have shape (d,) = ({d},) to match the problem, got {t0.shape}"
+        )
+    if not np.all(np.isfinite(t0)):
+        raise ValueError("theta0 must contain only finite values")
+    return t0
+
+
 def _take(batch: Any, workers: int, size: int) -> Any:
     """Slice a batch to its first ``workers`` workers and ``size`` batch slots."""
     if not is_dataclass(batch):
@@ -160,16 +174,7 @@ def simulate(
     xp = be.xp
     d = problem.d
 
-    if theta0 is None:
-        theta0_np = np.zeros(d)
-    else:
-        theta0_np = np.asarray(to_numpy(theta0), dtype=np.float64)
-        if theta0_np.shape != (d,):
-            raise ValueError(
-                f"theta0 must have shape (d,) = ({d},) to match the problem, got {theta0_np.shape}"
-            )
-        if not np.all(np.isfinite(theta0_np)):
-            raise ValueError("theta0 must contain only finite values")
+    theta0_np = starting_point(theta0, d)
     d0 = float(np.sum((theta0_np - problem.theta_star) ** 2))
     div_threshold = divergence_factor * max(d0, 1.0)
 

@@ -80,10 +80,9 @@ import pandas as pd
 
 from ..algorithms.base import Algorithm
 from ..algorithms.local import LocalSGD, local_steps_for
-from ..backend import to_numpy
 from ..problems.least_squares import LeastSquares
 from ..result import FRAME_COLUMNS, ConfigValues, Result
-from ..simulate import ITERATES, DivergenceWarning, record_steps
+from ..simulate import ITERATES, DivergenceWarning, record_steps, starting_point
 from ..validation import check_int, check_real
 from ._kernels import local_kernel
 
@@ -140,26 +139,14 @@ def _problem_arrays(problem: LeastSquares, theta0: Any) -> tuple[np.ndarray, np.
         raise TypeError(
             f"the exact engine handles convkit LeastSquares problems only, got {type(problem).__name__}"
         )
-    d = problem.d
-    if theta0 is None:
-        t0 = np.zeros(d)
-    else:
-        t0 = np.asarray(to_numpy(theta0), dtype=np.float64)
-        if t0.shape != (d,):
-            raise ValueError(
-                f"theta0 must have shape (d,) = ({d},) to match the problem, got {t0.shape}"
-            )
-        if not np.all(np.isfinite(t0)):
-            raise ValueError("theta0 must contain only finite values")
-    eta0 = t0 - problem.theta_star
+    eta0 = starting_point(theta0, problem.d) - problem.theta_star
     z0 = eta0 if problem.Q is None else problem.Q.T @ eta0
     return problem.h.copy(), z0 * z0, float(problem.noise) ** 2
 
 
 def _signed_start(problem: LeastSquares, theta0: Any) -> tuple[np.ndarray, np.ndarray]:
     """``z0 = Q^T (theta0 - theta*)`` (signed) and ``Q^T theta*``."""
-    t0 = np.zeros(problem.d) if theta0 is None else np.asarray(to_numpy(theta0), dtype=np.float64)
-    eta0 = t0 - problem.theta_star
+    eta0 = starting_point(theta0, problem.d) - problem.theta_star
     if problem.Q is None:
         return eta0, problem.theta_star.copy()
     return problem.Q.T @ eta0, problem.Q.T @ problem.theta_star
@@ -477,9 +464,7 @@ def expected_error(
         "engine": "exact",
         "replicates": None,
         "count": EXACT_COUNT,
-        "theta0": (
-            np.zeros(problem.d) if theta0 is None else np.asarray(to_numpy(theta0))
-        ).tolist(),
+        "theta0": starting_point(theta0, problem.d).tolist(),
         "tail": tail,
         "timing": {"seconds": time.perf_counter() - t_start},
     }
