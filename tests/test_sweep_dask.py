@@ -6,39 +6,13 @@ Most of the time is the start of the worker processes (each imports pandas and c
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from sweep_helpers import payload_digests, tiny_spec
 
 from convkit import sweep as sw
 
 pytest.importorskip("distributed")
-
-
-def tiny_spec(n_c: int = 3) -> dict:
-    return {
-        "seed": 11,
-        "steps": 24,
-        "replicates": 8,
-        "problem": {"kind": "least_squares", "d": 5, "spectrum": "1/i", "noise": 1.0},
-        "algorithm": {
-            "kind": "local_sgd",
-            "workers": 2,
-            "comm": "rounds:6",
-            "step": {"kind": "poly", "C": 0.5, "alpha": 0.75},
-        },
-        "record": {"n_record": 5},
-        "grid": {
-            "algorithm.workers": [1, 3],
-            "algorithm.step.C": [0.1 * (i + 1) for i in range(n_c)],
-        },
-    }
-
-
-def payload_digests(out: Path, sweep: sw.Sweep) -> list[str]:
-    store = sw.Cache(out / "cache")
-    return [store.get(c.key, c.setting).record["payload"]["sha256"] for c in sweep]
 
 
 def test_embedded_local_cluster_gives_identical_results(tmp_path):
