@@ -226,14 +226,19 @@ def plot(df: pd.DataFrame, outdir: str | Path) -> list[str]:
     ax.set_title("Exact least squares: interior thresholds")
     ax.legend(fontsize=6)
     ax = axes[1]
-    base = df[df.eps == df.eps.min()]
-    for _key, g in base.groupby(["P", "alpha", "C_frac", "r0"]):
-        g = g.sort_values("T")
-        ax.semilogx(g["T"], g["ratio_osa_mba"], "-", lw=0.8, alpha=0.7)
+    # the main grid: median over P with the range over P as a band, one line per setting
+    main = df[(df.eps == 0.01) & (df.C_frac == 0.5) & (df.spectrum == "1/i")]
+    for (alpha, r0), g in main.groupby(["alpha", "r0"]):
+        stats = g.groupby("T")["ratio_osa_mba"].agg(["median", "min", "max"]).sort_index()
+        line = ax.semilogx(
+            stats.index, stats["median"], "o-", ms=3, lw=1.2, label=f"alpha={alpha}, r0={r0}"
+        )[0]
+        ax.fill_between(stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.15)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xlabel("T (total gradients)")
     ax.set_ylabel("err(OSA) / err(MBA), Polyak average")
-    ax.set_title("One-shot vs mini-batch averaging")
+    ax.set_title("OSA vs MBA: median over P (band: range, P = 2..64)")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     png = outdir / "local_sgd_threshold.png"
     fig.savefig(png, dpi=130)
