@@ -376,17 +376,11 @@ class DPSGD(DecentralizedAlgorithm):
 # --------------------------------------------------------------------------- DCD / ECD
 
 
-class DCDPSGD(DecentralizedAlgorithm):
-    """DCD-PSGD, difference compression (Tang, Gan, Zhang, Zhang, Liu 2018, "Communication
-    compression for decentralized training", Algorithm 1).
+class _UnbiasedCompressionAlgorithm(DecentralizedAlgorithm):
+    """Base of DCD-PSGD and ECD-PSGD, whose analyses need an unbiased compressor: a biased
+    one raises unless ``allow_biased=True``."""
 
-    ``h_i = sum_j W_ij x_j - gamma g_i(x_i)``, ``q_i = C(h_i - x_i)``, ``x_i <- x_i + q_i``
-    (every neighbour applies the same ``q_i`` to its replica, so replicas equal models).
-    Needs an unbiased, accurate compressor and diverges under aggressive compression
-    **[classic]** (a biased compressor raises unless ``allow_biased=True``).
-    """
-
-    state_arrays = 1
+    paper_name = ""
 
     def __init__(
         self,
@@ -409,7 +403,21 @@ class DCDPSGD(DecentralizedAlgorithm):
             name=name,
             float_bits=float_bits,
         )
-        _require_unbiased("DCD-PSGD", self.compressor, allow_biased)
+        _require_unbiased(self.paper_name, self.compressor, allow_biased)
+
+
+class DCDPSGD(_UnbiasedCompressionAlgorithm):
+    """DCD-PSGD, difference compression (Tang, Gan, Zhang, Zhang, Liu 2018, "Communication
+    compression for decentralized training", Algorithm 1).
+
+    ``h_i = sum_j W_ij x_j - gamma g_i(x_i)``, ``q_i = C(h_i - x_i)``, ``x_i <- x_i + q_i``
+    (every neighbour applies the same ``q_i`` to its replica, so replicas equal models).
+    Needs an unbiased, accurate compressor and diverges under aggressive compression
+    **[classic]** (a biased compressor raises unless ``allow_biased=True``).
+    """
+
+    state_arrays = 1
+    paper_name = "DCD-PSGD"
 
     def init(self, theta0: Any, stream: Any) -> GossipState:
         return GossipState(theta0)
@@ -426,7 +434,7 @@ class DCDPSGD(DecentralizedAlgorithm):
         return state
 
 
-class ECDPSGD(DecentralizedAlgorithm):
+class ECDPSGD(_UnbiasedCompressionAlgorithm):
     """ECD-PSGD, extrapolation compression (Tang et al. 2018, Algorithm 2), ``t = k``:
 
     ``h_i = sum_j W_ij y_j - gamma g_i(x_i)``, ``z_i = (1 - t/2) x_i + (t/2) h_i``,
@@ -435,29 +443,7 @@ class ECDPSGD(DecentralizedAlgorithm):
     """
 
     state_arrays = 2
-
-    def __init__(
-        self,
-        topology: Topology,
-        step: StepSize,
-        compressor: Compressor | str,
-        *,
-        allow_biased: bool = False,
-        batch: int = 1,
-        workers: int | None = None,
-        name: str | None = None,
-        float_bits: int = 32,
-    ) -> None:
-        super().__init__(
-            topology,
-            step,
-            compressor,
-            batch=batch,
-            workers=workers,
-            name=name,
-            float_bits=float_bits,
-        )
-        _require_unbiased("ECD-PSGD", self.compressor, allow_biased)
+    paper_name = "ECD-PSGD"
 
     def init(self, theta0: Any, stream: Any) -> ECDState:
         xp = namespace_of(theta0)
