@@ -201,7 +201,7 @@ def simulate(
     values: list[np.ndarray | None] = [None] * len(algos)
     diverged = [np.zeros(R, dtype=np.int64) for _ in algos]
 
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     bar = tqdm(total=n_max * n_chunks, disable=not progress, desc="simulate", unit="step")
     with np.errstate(all="ignore"):
