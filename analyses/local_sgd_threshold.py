@@ -227,7 +227,11 @@ def plot(df: pd.DataFrame, outdir: str | Path) -> list[str]:
     ax.legend(fontsize=6)
     ax = axes[1]
     # the main grid: median over P with the range over P as a band, one line per setting
-    main = df[(df.eps == 0.01) & (df.C_frac == 0.5) & (df.spectrum == "1/i")]
+    main = df[
+        (df.eps == df.eps.mode()[0])
+        & (df.C_frac == df.C_frac.min())
+        & (df.spectrum == df.spectrum.mode()[0])
+    ]
     for (alpha, r0), g in main.groupby(["alpha", "r0"]):
         stats = g.groupby("T")["ratio_osa_mba"].agg(["median", "min", "max"]).sort_index()
         line = ax.semilogx(
@@ -238,7 +242,8 @@ def plot(df: pd.DataFrame, outdir: str | Path) -> list[str]:
     ax.set_xlabel("T (total gradients)")
     ax.set_ylabel("err(OSA) / err(MBA), Polyak average")
     ax.set_title("OSA vs MBA: median over P (band: range, P = 2..64)")
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     png = outdir / "local_sgd_threshold.png"
     fig.savefig(png, dpi=130)
