@@ -75,6 +75,11 @@ def spectrum(spec: str | Callable[[int], Any] | Any, d: int) -> np.ndarray:
     return h
 
 
+def covariance(h: np.ndarray, Q: np.ndarray | None) -> np.ndarray:
+    """``Q diag(h) Q^T`` (``diag(h)`` when ``Q`` is None)."""
+    return np.diag(h) if Q is None else (Q * h) @ Q.T
+
+
 def _random_orthogonal(d: int, seed: int | None) -> np.ndarray:
     """Haar-random orthogonal matrix (QR of a Gaussian matrix with sign correction)."""
     from scipy.stats import ortho_group
@@ -217,9 +222,7 @@ class LeastSquares(Problem):
     @property
     def H(self) -> np.ndarray:
         """The covariance (= Hessian) ``H = Q diag(h) Q^T``."""
-        if self.Q is None:
-            return np.diag(self.h)
-        return (self.Q * self.h) @ self.Q.T
+        return covariance(self.h, self.Q)
 
     @property
     def H_star(self) -> np.ndarray:

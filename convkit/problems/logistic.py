@@ -57,7 +57,8 @@ import numpy as np
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_in, check_int
 from .base import Problem
-from .least_squares import _random_orthogonal, spectrum
+from .least_squares import _random_orthogonal, covariance
+from .least_squares import spectrum as _spectrum_of
 
 __all__ = ["LogisticBatch", "LogisticRegression", "bernoulli_kl_logits", "sigmoid"]
 
@@ -205,7 +206,7 @@ class LogisticRegression(Problem):
         """Gaussian design ``x ~ N(0, H)``, ``H``'s eigenvalues from ``spectrum`` (see
         :func:`convkit.problems.least_squares.spectrum`), rotated by a seeded random orthogonal
         matrix when ``rotate``."""
-        h = _spectrum(spectrum, d)
+        h = _spectrum_of(spectrum, d)
         Q = _random_orthogonal(d, seed) if rotate else None
         obj = cls(h, Q, theta_star, eval_size, n_quad, excess_risk, seed)
         obj.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
@@ -215,9 +216,7 @@ class LogisticRegression(Problem):
     @property
     def H(self) -> np.ndarray:
         """Design covariance ``E[x x^T] = Q diag(h) Q^T``."""
-        if self.Q is None:
-            return np.diag(self.h)
-        return (self.Q * self.h) @ self.Q.T
+        return covariance(self.h, self.Q)
 
     def _hessian_at_optimum(self, H: np.ndarray) -> tuple[np.ndarray, float]:
         v = self.v_star
@@ -398,7 +397,3 @@ class LogisticRegression(Problem):
         u = self.H @ self.theta_star
         out = coef[:, 0, :] * u + coef[:, 1, :] * Heta
         return xp.asarray(out.reshape(*lead, self.d))
-
-
-def _spectrum(spec: Any, d: int) -> np.ndarray:
-    return spectrum(spec, d)
