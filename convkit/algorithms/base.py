@@ -57,7 +57,9 @@ class Algorithm(ABC):
     # ---------------------------------------------------------------- protocol
     def prepare(self, n: int) -> None:
         """Precompute schedules for ``n`` local steps (called once by the engine)."""
-        self._gammas = self.step_size.values(n)
+        # Python floats: a NumPy scalar times an array of another library (array-api-strict,
+        # CuPy) would become a NumPy array
+        self._gammas = self.step_size.values(n).tolist()
 
     @abstractmethod
     def init(self, theta0: Any, stream: Any) -> Any:
@@ -105,7 +107,7 @@ class Algorithm(ABC):
 
     def gamma(self, k: int) -> float:
         """Step size of local step ``k`` (after :meth:`prepare`)."""
-        return float(self._gammas[k - 1])
+        return self._gammas[k - 1]
 
     @staticmethod
     def validate_steps(n: int) -> int:

@@ -354,7 +354,7 @@ class DPSGD(DecentralizedAlgorithm):
         return GossipState(theta0)
 
     def step(self, state: GossipState, oracle: Any, k: int, stream: Any) -> GossipState:
-        gamma = float(self._gammas[k - 1])
+        gamma = self.gamma(k)
         if self.form == "step_then_gossip":
             X = oracle.sgd_update(state.x, gamma)
             state.x = self._mix(X, k)
@@ -423,7 +423,7 @@ class DCDPSGD(_UnbiasedCompressionAlgorithm):
         return GossipState(theta0)
 
     def step(self, state: GossipState, oracle: Any, k: int, stream: Any) -> GossipState:
-        gamma = float(self._gammas[k - 1])
+        gamma = self.gamma(k)
         X = state.x
         G = oracle.grad(X)
         D = self._mix(X, k)
@@ -450,7 +450,7 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
         return ECDState(theta0, xp.asarray(theta0, copy=True))
 
     def step(self, state: ECDState, oracle: Any, k: int, stream: Any) -> ECDState:
-        gamma = float(self._gammas[k - 1])
+        gamma = self.gamma(k)
         t = float(k)
         G = oracle.grad(state.x)
         H = self._mix(state.y, k)
@@ -517,7 +517,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
         return CHOCOState(theta0, xp.asarray(theta0, copy=True))
 
     def step(self, state: CHOCOState, oracle: Any, k: int, stream: Any) -> CHOCOState:
-        X = oracle.sgd_update(state.x, float(self._gammas[k - 1]))  # h = x - gamma g
+        X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         Xh = state.x_hat
         # gamma_c (W - I) X_hat = W_gc X_hat - X_hat with W_gc = (1 - gamma_c) I + gamma_c W
         X += self._W_gc.mix(Xh, t=k - 1)
@@ -590,7 +590,7 @@ class DeepSqueeze(DecentralizedAlgorithm):
         return DeepSqueezeState(theta0, xp.zeros_like(theta0), xp.zeros_like(theta0))
 
     def step(self, state: DeepSqueezeState, oracle: Any, k: int, stream: Any) -> DeepSqueezeState:
-        X = oracle.sgd_update(state.x, float(self._gammas[k - 1]))  # h = x - gamma g
+        X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         U = state.delta
         U += X  # h + delta
         V = self._compress(U, stream)

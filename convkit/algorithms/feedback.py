@@ -88,7 +88,7 @@ class ErrorFeedbackSGD(Algorithm):
     def step(self, state: EFState, oracle: Any, k: int, stream: Any) -> EFState:
         xp = namespace_of(state.x)
         Pm = oracle.grad(state.x)
-        Pm *= float(self._gammas[k - 1])
+        Pm *= self.gamma(k)
         Pm += state.e  # p = gamma g + e
         D = self.compressor.compress(Pm, stream)
         Pm -= D  # e = p - C(p)

@@ -84,7 +84,7 @@ class LocalSGD(Algorithm):
         return LocalState(theta0, xp.mean(theta0, axis=1))
 
     def step(self, state: LocalState, oracle: Any, k: int, stream: Any) -> LocalState:
-        oracle.sgd_update(state.theta, float(self._gammas[k - 1]), mean=state.mean)
+        oracle.sgd_update(state.theta, self.gamma(k), mean=state.mean)
         if self._comm_mask[k - 1] and self.workers > 1:
             state.theta[...] = state.mean[:, None, :]
         return state
