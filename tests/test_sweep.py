@@ -634,7 +634,7 @@ def test_executor_crash_is_reported_and_resumable(tmp_path, monkeypatch):
         yield _execute(tasks[0])
         raise RuntimeError("worker process died")
 
-    monkeypatch.setattr(sw, "_serial", crashing)
+    monkeypatch.setattr("convkit.sweep.runner._serial", crashing)
     res = run_quiet(spec, tmp_path)
     s = res.summary
     assert s.computed == 1 and sorted(s.failed) == [1, 2, 3]

@@ -1,0 +1,69 @@
+"""The ``convkit sweep`` command line (also ``python -m convkit.sweep``): validate a TOML
+spec, list its configurations (``--dry-run``) or run it and print the summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from convkit.sweep.cache import Cache
+from convkit.sweep.errors import SpecError
+from convkit.sweep.runner import run
+from convkit.sweep.spec import Sweep
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR] [--quiet]``.
+
+    Exit status: 0 when every configuration succeeded, 1 when some failed, 2 for an invalid
+    spec or command line.
+    """
+    p = argparse.ArgumentParser(
+        prog="convkit sweep",
+        description="Run a parameter sweep from a TOML spec (cached, resumable, parallel).",
+    )
+    p.add_argument("spec", help="sweep specification (TOML)")
+    p.add_argument("--out", required=True, help="output directory (frame, metadata, cache)")
+    p.add_argument(
+        "--jobs", type=int, default=None, help="processes (default: all cores; 1 = serial)"
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--dask", action="store_true", help="run on an embedded Dask LocalCluster")
+    group.add_argument("--scheduler", default=None, help="address of a running Dask scheduler")
+    p.add_argument("--cache", default=None, help="cache directory (default: OUT/cache)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--dry-run", action="store_true", help="validate and list the configurations only"
+    )
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if exc.code in (0, None) else 2
+    if args.jobs is not None and args.jobs == 0:
+        print("convkit sweep: --jobs must be a non-zero integer", file=sys.stderr)
+        return 2
+    try:
+        sweep = Sweep.from_toml(args.spec)
+    except SpecError as exc:
+        print(f"convkit sweep: invalid spec: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        store = Cache(args.cache if args.cache else Path(args.out) / "cache")
+        cached = sum(store.get(c.key, c.setting) is not None for c in sweep.configurations)
+        print(f"{len(sweep)} configurations ({cached} cached), grid keys {sweep.grid_keys}")
+        for c in sweep.configurations:
+            print(f"  [{c.index}] {c.key[:12]} {c.params}")
+        return 0
+    result = run(
+        sweep,
+        args.out,
+        jobs=args.jobs,
+        dask=args.dask,
+        scheduler=args.scheduler,
+        cache=args.cache,
+        progress=not args.quiet,
+    )
+    print(result.summary)
+    return 0 if result.summary.ok else 1

@@ -1,0 +1,114 @@
+"""Executors: :func:`_execute` runs one configuration in any process (it is pickled by
+reference into joblib and Dask workers); serial, joblib and Dask drivers yield its results."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+import traceback
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from convkit.sweep.cache import _json_default, frame_to_bytes
+from convkit.sweep.setting import build
+
+
+def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one configuration (in any process); never raises.
+
+    Returns ``{"index", "key", "ok": True, "payload": bytes, "format", "meta", "seconds"}`` or
+    ``{"index", "key", "ok": False, "error", "traceback", "seconds"}``.
+    """
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"index": task["index"], "key": task["key"]}
+    try:
+        for mod in task.get("imports", ()):
+            importlib.import_module(mod)
+        from convkit.simulate import DivergenceWarning, simulate
+
+        setting = task["setting"]
+        problem, algos = build(setting)
+        rec = setting["record"]
+        budget = (
+            {"gradients": setting["gradients"]}
+            if "gradients" in setting
+            else {"steps": setting["steps"]}
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DivergenceWarning)
+            res = simulate(
+                problem,
+                algos,
+                **budget,
+                replicates=setting["replicates"],
+                seed=task["seed"],
+                record=rec["steps"] or None,
+                n_record=rec["n_record"],
+                tail=rec["tail"],
+                backend=setting["backend"],
+                dtype=setting["dtype"],
+                progress=False,
+            )
+        frame = res.frame
+        if rec["iterates"] is not None:
+            frame = frame[frame["iterate"].isin(rec["iterates"])]
+        if rec["metrics"] is not None:
+            frame = frame[frame["metric"].isin(rec["metrics"])]
+        frame = frame.reset_index(drop=True)
+        meta = dict(res.meta)
+        out.update(
+            ok=True,
+            payload=frame_to_bytes(frame, task["format"]),
+            format=task["format"],
+            meta=json.loads(json.dumps(meta, default=_json_default)),
+        )
+    except Exception as exc:
+        out.update(ok=False, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _serial(tasks: list[dict]) -> Iterator[dict]:
+    for t in tasks:
+        yield _execute(t)
+
+
+def _joblib(tasks: list[dict], jobs: int) -> Iterator[dict]:
+    from joblib import Parallel, delayed
+
+    par = Parallel(n_jobs=jobs, return_as="generator_unordered")
+    yield from par(delayed(_execute)(t) for t in tasks)
+
+
+def _dask(tasks: list[dict], jobs: int | None, scheduler: str | None) -> Iterator[dict]:
+    import logging
+
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+    else:
+        client = Client(scheduler)
+    try:
+        futures = [
+            client.submit(_execute, t, key=f"convkit-sweep-{t['key']}", pure=False) for t in tasks
+        ]
+        for fut, res in as_completed(futures, with_results=True):
+            fut.release()
+            yield res
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

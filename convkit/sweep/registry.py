@@ -1,0 +1,359 @@
+"""The registry of kinds: :class:`Param`, :class:`Kind`, :func:`register`, :func:`kinds`,
+the built-in kinds and those registered lazily from the problem and algorithm modules."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_REQUIRED = object()
+#: default of a signature parameter whose default is not JSON: left to the builder
+_OMIT = object()
+
+_TYPES = ("any", "int", "float", "str", "bool", "int_list", "float_list", "str_list", "table")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kind.
+
+    ``type``: one of ``any, int, float, str, bool, int_list, float_list, str_list, table``;
+    ``default``: the default (omit for a required parameter); ``choices``: allowed values;
+    ``nested``: a registry category whose ``{kind = ...}`` tables this parameter accepts (the
+    table is built into an object before the kind's builder is called; strings pass through
+    unchanged unless the category knows how to parse them).
+    """
+
+    type: str = "any"
+    default: Any = _REQUIRED
+    choices: tuple | None = None
+    nested: str | None = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in _TYPES:
+            raise ValueError(f"Param type must be one of {_TYPES}, got {self.type!r}")
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A registered kind: its category, name, builder and parameters."""
+
+    category: str
+    name: str
+    builder: Callable[..., Any]
+    params: dict[str, Param]
+    doc: str = ""
+
+
+_REGISTRY: dict[str, dict[str, Kind]] = {}
+_ALIASES: dict[str, dict[str, str]] = {}
+#: parameters named like this take nested {kind = ...} tables of that category
+_NESTED_BY_NAME = {
+    "step": "step",
+    "comm": "comm",
+    "topology": "topology",
+    "graph": "topology",
+    "compressor": "compressor",
+    "compression": "compressor",
+}
+_ANNOTATION_TYPES = {
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "bool": "bool",
+    "list[int]": "int_list",
+    "list[float]": "float_list",
+    "list[str]": "str_list",
+    "tuple[int, ...]": "int_list",
+    "Sequence[int]": "int_list",
+}
+
+
+def _snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    return s.replace("-", "_").lower()
+
+
+def params_from_signature(builder: Callable[..., Any]) -> dict[str, Param]:
+    """Parameters of ``builder`` read from its signature.
+
+    Types come from simple annotations (``int``, ``float``, ``str``, ``bool``, ``X | None``)
+    or, without one, from a ``bool`` or ``str`` default; anything else is ``any``.  Parameters
+    named ``step``, ``comm``, ``topology``/``graph`` and ``compressor``/``compression`` accept
+    nested tables of that category.
+    """
+    target = builder.__init__ if inspect.isclass(builder) else builder
+    sig = inspect.signature(target)
+    out: dict[str, Param] = {}
+    for name, p in sig.parameters.items():
+        if name in ("self", "cls") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        ann = p.annotation
+        ann = ann if isinstance(ann, str) else getattr(ann, "__name__", "")
+        parts = [a.strip() for a in str(ann).split("|") if a.strip() and a.strip() != "None"]
+        typ = "any"
+        if len(parts) == 1 and parts[0] in _ANNOTATION_TYPES:
+            typ = _ANNOTATION_TYPES[parts[0]]
+        elif p.default is not p.empty and isinstance(p.default, bool | str):
+            typ = "bool" if isinstance(p.default, bool) else "str"
+        nested = _NESTED_BY_NAME.get(name)
+        if nested:
+            typ = "any"
+        default = _REQUIRED if p.default is p.empty else p.default
+        if default is not _REQUIRED and not _jsonable(default):
+            default = _OMIT
+        out[name] = Param(typ, default, nested=nested)
+    return out
+
+
+def _jsonable(v: Any) -> bool:
+    try:
+        json.dumps(v, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def register(
+    category: str,
+    kind: str,
+    builder: Callable[..., Any],
+    params: Mapping[str, Param] | None = None,
+    *,
+    aliases: Iterable[str] = (),
+    replace: bool = False,
+    doc: str = "",
+) -> Kind:
+    """Register ``kind`` in ``category`` (e.g. ``register("algorithm", "dpsgd", DPSGD)``).
+
+    ``builder(**params)`` builds the object; ``params`` (name -> :class:`Param`) defaults to
+    :func:`params_from_signature`.  Registering an existing kind raises unless
+    ``replace=True``.  Kinds used by a sweep running in worker processes must be registered
+    in an importable module: list it under ``imports = [...]`` in the spec.
+    """
+    if not isinstance(category, str) or not category:
+        raise ValueError(f"category must be a non-empty string, got {category!r}")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind must be a non-empty string, got {kind!r}")
+    if not callable(builder):
+        raise TypeError(f"builder must be callable, got {builder!r}")
+    table = _REGISTRY.setdefault(category, {})
+    if kind in table and not replace:
+        raise ValueError(f"{category} kind {kind!r} is already registered (pass replace=True)")
+    ps = dict(params) if params is not None else params_from_signature(builder)
+    for name, p in ps.items():
+        if not isinstance(p, Param):
+            raise TypeError(f"params[{name!r}] must be a Param, got {p!r}")
+    k = Kind(category, kind, builder, ps, doc or (inspect.getdoc(builder) or "").split("\n")[0])
+    table[kind] = k
+    for a in aliases:
+        _ALIASES.setdefault(category, {})[a] = kind
+    return k
+
+
+def kinds(category: str | None = None) -> dict[str, list[str]] | list[str]:
+    """Registered kind names: of one category (a list) or of all (a dict)."""
+    _ensure_registry()
+    if category is not None:
+        return sorted(_REGISTRY.get(category, {}))
+    return {c: sorted(t) for c, t in sorted(_REGISTRY.items())}
+
+
+def _lookup(category: str, kind: Any) -> Kind | None:
+    _ensure_registry()
+    table = _REGISTRY.get(category, {})
+    if not isinstance(kind, str):
+        return None
+    name = _ALIASES.get(category, {}).get(kind, kind)
+    if name not in table:
+        alt = _snake(kind)
+        name = _ALIASES.get(category, {}).get(alt, alt)
+    return table.get(name)
+
+
+# ----------------------------------------------------------------- built-in kinds
+_BUILTINS_DONE = False
+_LAZY_DONE = False
+#: (category, module, base class path) scanned lazily for subclasses to register
+_LAZY_MODULES = (
+    ("problem", "convkit.problems.logistic"),
+    ("problem", "convkit.problems.datasets"),
+    ("problem", "convkit.problems.finite_sum"),
+    ("algorithm", "convkit.algorithms.decentralized"),
+    ("algorithm", "convkit.algorithms.feedback"),
+)
+
+
+def _least_squares(design: str = "gaussian", **kw: Any) -> Any:
+    from convkit.problems import LeastSquares
+
+    return getattr(LeastSquares, design)(**kw)
+
+
+def _local(comm_default: str | None) -> Callable[..., Any]:
+    def build(**kw: Any) -> Any:
+        from convkit.algorithms.local import LocalSGD
+        from convkit.schedules import EveryStep, Final
+
+        if comm_default == "mba":
+            kw["comm"] = EveryStep()
+        elif comm_default == "osa":
+            kw["comm"] = Final()
+        name = kw.get("name")
+        if name is None and comm_default is not None:
+            kw["name"] = f"{comm_default.upper()}(P={kw['workers']}, b={kw.get('batch', 1)})"
+        return LocalSGD(**kw)
+
+    return build
+
+
+def _schedule(cls_name: str) -> Callable[..., Any]:
+    def build(**kw: Any) -> Any:
+        from convkit import schedules
+
+        if cls_name == "At":
+            return schedules.At(tuple(kw["at"]))
+        return getattr(schedules, cls_name)(**kw)
+
+    return build
+
+
+def _register_builtins() -> None:
+    P = Param
+    register(
+        "problem",
+        "least_squares",
+        _least_squares,
+        {
+            "design": P("str", "gaussian", choices=("gaussian", "rademacher", "additive")),
+            "d": P("int"),
+            "spectrum": P("any", "flat", doc="'flat', '1/i', '1/i^2', 'kappa:K' or a list"),
+            "noise": P("float", 1.0),
+            "rotate": P("bool", False),
+            "seed": P("int", 0, doc="seed of the problem instance (theta*, rotation)"),
+        },
+        aliases=("ls", "leastsquares"),
+        doc="convkit.LeastSquares.<design>(d, spectrum, noise, rotate, seed)",
+    )
+    algo = {
+        "workers": P("int"),
+        "step": P("any", nested="step"),
+        "batch": P("int", 1),
+        "name": P("str", None),
+        "float_bits": P("int", 32),
+    }
+    register(
+        "algorithm",
+        "local_sgd",
+        _local(None),
+        {**algo, "comm": P("any", "mba", nested="comm")},
+        aliases=("localsgd", "local"),
+        doc="convkit.LocalSGD(workers, step, comm, batch, name, float_bits)",
+    )
+    register("algorithm", "mba", _local("mba"), algo, doc="LocalSGD communicating every step")
+    register("algorithm", "osa", _local("osa"), algo, doc="LocalSGD communicating once")
+    register(
+        "step",
+        "poly",
+        _schedule("PolyDecay"),
+        {"C": P("float"), "alpha": P("float"), "k0": P("float", 0.0)},
+        aliases=("polydecay", "poly_decay"),
+        doc="gamma_k = C (k + k0)^-alpha",
+    )
+    register("step", "constant", _schedule("Constant"), {"gamma": P("float")})
+    register("comm", "mba", _schedule("EveryStep"), {}, aliases=("every_step", "everystep"))
+    register("comm", "osa", _schedule("Final"), {}, aliases=("final", "one_shot"))
+    register("comm", "every", _schedule("Every"), {"H": P("int")})
+    register("comm", "rounds", _schedule("Rounds"), {"N": P("int")})
+    register("comm", "at", _schedule("At"), {"at": P("int_list")})
+    register(
+        "comm",
+        "geometric",
+        _schedule("Geometric"),
+        {"first": P("float", 1.0), "ratio": P("float", 2.0)},
+    )
+    register(
+        "comm",
+        "polynomial",
+        _schedule("Polynomial"),
+        {"power": P("float", 2.0), "scale": P("float", 1.0)},
+    )
+
+
+def _register_lazy() -> None:
+    """Register topology, compressor and (when present) other problems and algorithms."""
+    try:
+        from convkit import topology
+
+        for name, fn in getattr(topology, "_CONSTRUCTORS", {}).items():
+            if name not in _REGISTRY.get("topology", {}):
+                register("topology", name, fn)
+    except Exception:  # pragma: no cover - optional module being written
+        pass
+    try:
+        from convkit import compression
+
+        for name, cls in getattr(compression, "COMPRESSORS", {}).items():
+            key = name.replace("-", "_")
+            if key not in _REGISTRY.get("compressor", {}):
+                register("compressor", key, cls, aliases=(name,))
+    except Exception:  # pragma: no cover - optional module being written
+        pass
+    from convkit.algorithms.base import Algorithm
+    from convkit.problems.base import Problem
+
+    bases = {"problem": Problem, "algorithm": Algorithm}
+    for category, modname in _LAZY_MODULES:
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError:
+            continue
+        except Exception:  # pragma: no cover - a module under construction may not import
+            continue
+        names = getattr(mod, "__all__", None) or [n for n in dir(mod) if not n.startswith("_")]
+        for attr in names:
+            obj = getattr(mod, attr, None)
+            if not (inspect.isclass(obj) and issubclass(obj, bases[category])):
+                continue
+            if inspect.isabstract(obj) or obj.__module__ != mod.__name__:
+                continue
+            key = _snake(attr)
+            if key in _REGISTRY.get(category, {}):
+                continue
+            try:
+                register(category, key, obj, aliases=(attr.lower(),))
+            except Exception:  # pragma: no cover - unusual signatures
+                continue
+            # problems built from arrays usually offer scalar-parameter constructors
+            # (LogisticRegression.gaussian(d, spectrum, ...)): register them as <kind>_<name>
+            for meth, raw in vars(obj).items():
+                if meth.startswith("_") or not isinstance(raw, classmethod):
+                    continue
+                sub = f"{key}_{meth}"
+                if sub not in _REGISTRY.get(category, {}):
+                    try:
+                        register(category, sub, getattr(obj, meth))
+                    except Exception:  # pragma: no cover
+                        continue
+    if "logistic_regression_gaussian" in _REGISTRY.get("problem", {}):
+        _ALIASES.setdefault("problem", {}).setdefault("logistic", "logistic_regression_gaussian")
+
+
+def _ensure_registry() -> None:
+    global _BUILTINS_DONE, _LAZY_DONE
+    if not _BUILTINS_DONE:
+        _BUILTINS_DONE = True
+        _register_builtins()
+    if not _LAZY_DONE:
+        _LAZY_DONE = True
+        _register_lazy()
