@@ -16,9 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
 from . import problems
+from ._version import __version__
 from .algorithms.base import Algorithm
 from .algorithms.local import MBA, OSA, LocalSGD
 from .backend import Backend

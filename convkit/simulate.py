@@ -42,43 +42,13 @@ from .algorithms.base import Algorithm
 from .algorithms.local import local_steps_for
 from .backend import Backend, get_backend, to_numpy, tune_allocator
 from .problems.base import METRICS, GradientOracle, Problem
+from .recording import ITERATES, DivergenceWarning, record_steps, starting_point
 from .result import ConfigValues, Result, frame_from_values
 from .validation import check_int, check_real
 
+# DivergenceWarning, record_steps (and ITERATES, starting_point) live in convkit.recording,
+# shared with the exact engines; re-exported here
 __all__ = ["DivergenceWarning", "record_steps", "simulate"]
-
-ITERATES = ("avg", "tail", "last")
-
-
-class DivergenceWarning(UserWarning):
-    """Some replicates diverged (see ``Result.diverged``)."""
-
-
-def record_steps(n: int, n_record: int = 40, extra: Sequence[int] | None = None) -> np.ndarray:
-    """Log-spaced local steps in ``[1, n]`` (about ``n_record`` of them), ``extra`` ones and ``n``."""
-    n = check_int("n (local steps)", n, low=1)
-    n_record = check_int("n_record", n_record, low=1)
-    pts = np.unique(np.round(np.logspace(0, np.log10(n), n_record)).astype(np.int64))
-    if extra is not None:
-        ex = np.asarray(list(extra), dtype=np.int64)
-        if ex.size and ex.min() < 1:
-            raise ValueError(f"record must list local steps >= 1, got {int(ex.min())}")
-        pts = np.concatenate([pts, ex[ex <= n]])
-    return np.unique(np.concatenate([pts, [n]]))
-
-
-def starting_point(theta0: Any, d: int) -> np.ndarray:
-    """``theta0`` validated as a finite float64 vector of shape ``(d,)`` (None: zeros)."""
-    if theta0 is None:
-        return np.zeros(d)
-    t0 = np.asarray(to_numpy(theta0), dtype=np.float64)
-    if t0.shape != (d,):
-        raise ValueError(
-            f"theta0 must have shape (d,) = ({d},) to match the problem, got {t0.shape}"
-        )
-    if not np.all(np.isfinite(t0)):
-        raise ValueError("theta0 must contain only finite values")
-    return t0
 
 
 def _take(batch: Any, workers: int, size: int) -> Any:
@@ -328,6 +298,6 @@ def _store(arr: np.ndarray, pos: int, vals: dict, extra: list, r0: int, r1: int)
 
 
 def _versions() -> dict[str, str]:
-    from . import __version__
+    from ._version import __version__
 
     return {"convkit": __version__, "numpy": np.__version__, "python": platform.python_version()}

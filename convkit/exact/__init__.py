@@ -9,15 +9,9 @@
 * :func:`communication_threshold`: the rounds Local-SGD needs to match MBA (exact curves).
 """
 
-from .local import (
-    EXACT_COUNT,
-    LocalSpec,
-    design_coefficients,
-    expected_error,
-    local_curves,
-    second_moment_matrix,
-    stability_limit,
-)
+from .dispatch import EXACT_COUNT, expected_error
+from .local import LocalSpec, local_curves, second_moment_matrix, stability_limit
+from .moments import design_coefficients
 from .threshold import communication_threshold, rounds_error
 
 __all__ = [

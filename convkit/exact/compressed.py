@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..compression import Identity, RandK
-from .local import design_coefficients
+from .moments import design_coefficients
 
 __all__ = ["compressed_curves", "compressor_moments", "is_exact_compressed"]
 

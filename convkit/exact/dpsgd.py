@@ -14,7 +14,7 @@ matrix ``M^l_ij = E[z_i,l z_j,l]``.  Node samples are independent, so one local 
     e^l_i = g^2 [(c_sq - 1) h_l^2 M^l_ii + (h_l / b) (c_tr sum_m h_m M^m_ii + sigma^2)]
 
 (the same-node extra of the Isserlis recursion over the cross-node product; ``c_sq, c_tr``
-from :func:`convkit.exact.local.design_coefficients`).  Step then gossip:
+from :func:`convkit.exact.moments.design_coefficients`).  Step then gossip:
 ``M' = W (r^2 M + Diag(e)) W``; gossip then step: ``M' = (W - g h I) M (W - g h I) + Diag(e)``.
 
 Structure of W: in the eigenbasis ``W = U diag(lambda) U^T`` (first column ``1/sqrt(n)``),
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .local import design_coefficients
+from .moments import design_coefficients
 
 __all__ = ["ORDERS", "dpsgd_curves", "is_exact_dpsgd", "mixing_structure"]
 

@@ -1,7 +1,7 @@
 r"""Exact expected error of MBA / Local-SGD / OSA on least squares (no Monte Carlo noise).
 
 Derived here (the one-step recursion is the one derived symbolically by
-:func:`convkit.bounds.derivations.derive_second_moment_recursion`; the test
+:func:`convkit.bounds.moments.derive_second_moment_recursion`; the test
 ``tests/test_exact_theory.py`` checks the coefficients used below against it).
 
 Setting
@@ -53,64 +53,40 @@ and ``E||avg_t - theta*||_H^2 = sum_j h_j Q_j(t) / t^2``.  Tail averaging from
 ``s0 = floor(tail n) + 1`` uses a second ``A`` started at zero at ``s0``.  The last iterate:
 ``sum_j h_j V_j(t)``.
 
-Result conventions
-------------------
-:func:`expected_error` returns a :class:`~convkit.result.Result` with the frame layout of
-:func:`convkit.simulate`: ``se = 0`` and ``count = EXACT_COUNT = 2**53`` (a sentinel: an exact
-value stands for infinitely many replicates; ``2**53`` is the largest integer a float64 holds
-exactly).  ``Result.values`` holds one pseudo-replicate (the exact value), so
-:meth:`Result.compare` gives exact differences and ratios (their ``se`` is NaN).  Divergence
-(above the mean-square stability limit): a configuration whose ``E||zbar_k||^2`` exceeds
-``divergence_factor * max(||eta0||^2, 1)`` or is not finite is marked diverged at that step,
-its later record points are dropped and a :class:`~convkit.simulate.DivergenceWarning` is
-issued.
+Scope
+-----
+This module is the Local-SGD engine (:func:`local_curves`, :class:`LocalSpec`,
+:func:`local_specs`) and the stability analysis of the same recursion
+(:func:`second_moment_matrix`, :func:`stability_limit`).  The coefficients ``(c_sq, c_tr)``
+and the start in H's eigenbasis live in :mod:`convkit.exact.moments`;
+:func:`convkit.exact.expected_error` (:mod:`convkit.exact.dispatch`) turns the raw curves into
+a :class:`~convkit.result.Result`.
 """
 
 from __future__ import annotations
 
 import math
-import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from ..algorithms.base import Algorithm
-from ..algorithms.local import LocalSGD, local_steps_for
+from ..algorithms.local import LocalSGD
 from ..problems.least_squares import LeastSquares
-from ..result import FRAME_COLUMNS, ConfigValues, Result
-from ..simulate import ITERATES, DivergenceWarning, record_steps, starting_point
-from ..validation import check_int, check_real
+from ..recording import record_steps
+from ..validation import check_int
 from ._kernels import local_kernel
+from .moments import design_coefficients
 
 __all__ = [
-    "EXACT_COUNT",
     "LocalSpec",
     "design_coefficients",
-    "expected_error",
     "local_curves",
+    "local_specs",
+    "second_moment_matrix",
     "stability_limit",
 ]
-
-#: ``count`` of every row of an exact result (sentinel: "infinitely many replicates").
-EXACT_COUNT: int = 2**53
-
-# column order of the raw per-record output
-_RAW = ("avg_h", "avg_1", "tail_h", "tail_1", "last_h", "last_1")
-
-
-def design_coefficients(design: str, b: int) -> tuple[float, float]:
-    """``(c_sq, c_tr)`` of the diagonal recursion (module docstring) for a design and batch."""
-    if design == "gaussian":
-        return 1.0 + 1.0 / b, 1.0
-    if design == "rademacher":
-        return 1.0 - 1.0 / b, 1.0
-    if design == "additive":
-        return 1.0, 0.0
-    raise ValueError(f"design must be 'gaussian', 'rademacher' or 'additive', got {design!r}")
 
 
 @dataclass
@@ -131,25 +107,6 @@ class LocalSpec:
     @property
     def n(self) -> int:
         return int(self.gammas.size)
-
-
-def _problem_arrays(problem: LeastSquares, theta0: Any) -> tuple[np.ndarray, np.ndarray, float]:
-    """``h``, ``z0^2`` (start in H's eigenbasis, squared) and ``sigma^2``."""
-    if not isinstance(problem, LeastSquares):
-        raise TypeError(
-            f"the exact engine handles convkit LeastSquares problems only, got {type(problem).__name__}"
-        )
-    eta0 = starting_point(theta0, problem.d) - problem.theta_star
-    z0 = eta0 if problem.Q is None else problem.Q.T @ eta0
-    return problem.h.copy(), z0 * z0, float(problem.noise) ** 2
-
-
-def _signed_start(problem: LeastSquares, theta0: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``z0 = Q^T (theta0 - theta*)`` (signed) and ``Q^T theta*``."""
-    eta0 = starting_point(theta0, problem.d) - problem.theta_star
-    if problem.Q is None:
-        return eta0, problem.theta_star.copy()
-    return problem.Q.T @ eta0, problem.Q.T @ problem.theta_star
 
 
 def local_curves(
@@ -261,9 +218,11 @@ def _numpy_curves(h, z2, sigma2, design, specs, threshold, raws, div) -> None:
                 pos[i] += 1
 
 
-def _specs_for(
+def local_specs(
     algos: Sequence[LocalSGD], ns: Sequence[int], record, n_record: int, tail: float
 ) -> list[LocalSpec]:
+    """One :class:`LocalSpec` per algorithm (``n`` local steps each, records as
+    :func:`~convkit.recording.record_steps`, tail averaging from ``floor(tail n) + 1``)."""
     specs = []
     for a, n in zip(algos, ns, strict=True):
         a.comm.validate(n)
@@ -278,197 +237,6 @@ def _specs_for(
             )
         )
     return specs
-
-
-def _result_from_raw(
-    labels: list[str],
-    algos: Sequence[Algorithm],
-    ns: Sequence[int],
-    recs: Sequence[np.ndarray],
-    raws: Sequence[np.ndarray],
-    div: np.ndarray,
-    d: int,
-    meta: dict[str, Any],
-    extras: dict[str, list[str]] | None = None,
-) -> Result:
-    """Assemble the tidy frame (``se = 0``, ``count = EXACT_COUNT``) and one pseudo-replicate."""
-    extras = extras or {}
-    per_config: dict[str, ConfigValues] = {}
-    for label, a, n, rec, raw, dv in zip(labels, algos, ns, recs, raws, div, strict=True):
-        counts = a.comm_counts(n, d)
-        axes = {
-            "gradients": rec * a.workers * a.batch,
-            **{key: counts[key][rec - 1] for key in ("rounds", "messages", "bits")},
-        }
-        extra = extras.get(label, [])  # decentralized: exact "state" metrics
-        iterates = list(ITERATES) + (["state"] if extra else [])
-        metrics = ["excess_risk", "hnorm2", "dist2", *extra]
-        vals = np.full((rec.size, len(iterates), len(metrics), 1), np.nan)
-        for i_it in range(3):
-            hn, d2 = raw[:, 2 * i_it], raw[:, 2 * i_it + 1]
-            vals[:, i_it, 0, 0] = 0.5 * hn
-            vals[:, i_it, 1, 0] = hn
-            vals[:, i_it, 2, 0] = d2
-        for j in range(len(extra)):
-            vals[:, 3, 3 + j, 0] = raw[:, 6 + j]
-        per_config[label] = ConfigValues(
-            rec, axes, iterates, metrics, vals, np.array([int(dv)], dtype=np.int64)
-        )
-    frame = _exact_frame(per_config)
-    n_div = {lab: int(dv) for lab, dv in zip(labels, div, strict=True) if dv}
-    if n_div:
-        warnings.warn(
-            f"exact second moments diverged (mean-square unstable): first step {n_div}; later "
-            "record points are dropped",
-            DivergenceWarning,
-            stacklevel=3,
-        )
-    meta = {**meta, "diverged": n_div}
-    return Result(frame.reset_index(drop=True), meta, per_config)
-
-
-def _exact_frame(per_config: dict[str, ConfigValues]) -> pd.DataFrame:
-    """The tidy frame of :func:`convkit.result.frame_from_values` for one pseudo-replicate per
-    configuration (built directly: rows with a finite value, ``se = 0``,
-    ``count = EXACT_COUNT``)."""
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in FRAME_COLUMNS}
-    for name, cv in per_config.items():
-        v = cv.values[..., 0]
-        n_rec, n_it, n_me = v.shape
-        ok = np.isfinite(v).ravel()
-        idx = np.repeat(np.arange(n_rec), n_it * n_me)[ok]
-        cols["config"].append(np.full(idx.size, name, dtype=object))
-        cols["step"].append(cv.steps[idx])
-        for ax in ("gradients", "rounds", "messages", "bits"):
-            cols[ax].append(np.asarray(cv.axes[ax])[idx])
-        cols["iterate"].append(
-            np.tile(np.repeat(np.array(cv.iterates, dtype=object), n_me), n_rec)[ok]
-        )
-        cols["metric"].append(np.tile(np.array(cv.metrics, dtype=object), n_rec * n_it)[ok])
-        cols["mean"].append(v.ravel()[ok])
-    data = {c: np.concatenate(a) if a else np.array([]) for c, a in cols.items() if a}
-    n_rows = data["mean"].size
-    data["se"] = np.zeros(n_rows)
-    data["count"] = np.full(n_rows, EXACT_COUNT, dtype=np.int64)
-    return pd.DataFrame({c: data[c] for c in FRAME_COLUMNS})
-
-
-def expected_error(
-    problem: LeastSquares,
-    algorithms: Algorithm | Sequence[Algorithm],
-    *,
-    gradients: int | None = None,
-    steps: int | None = None,
-    theta0: Any = None,
-    record: Sequence[int] | None = None,
-    n_record: int = 40,
-    tail: float = 0.5,
-    divergence_factor: float = 1e12,
-    use_numba: bool | None = None,
-    **ignored: Any,
-) -> Result:
-    """Exact ``E`` of the errors :func:`convkit.simulate` estimates, same arguments and frame.
-
-    ``algorithms``: :class:`~convkit.algorithms.local.LocalSGD` objects (``MBA``, ``OSA``, any
-    communication schedule, any step schedule, any batch), uncompressed
-    :class:`~convkit.algorithms.decentralized.DPSGD` on a static topology
-    (:mod:`convkit.exact.dpsgd`), and ``CHOCOSGD`` / ``DeepSqueeze`` with identity or
-    (scaled) rand-k compressors (:mod:`convkit.exact.compressed`); decentralized results carry
-    the exact ``"state"`` metrics (consensus, grad_norm2, replica_gap / memory).  Maths, conventions
-    (``se = 0``, ``count = EXACT_COUNT``) and divergence handling: module docstring.
-    Monte Carlo-only keywords of ``simulate`` (``replicates``, ``seed``, ``backend``,
-    ``dtype``, ``memory_limit``, ``progress``) are accepted and ignored, so that switching
-    engines is one word.
-    """
-    t_start = time.perf_counter()
-    unknown = set(ignored) - {"replicates", "seed", "backend", "dtype", "memory_limit", "progress"}
-    if unknown:
-        raise TypeError(f"expected_error got unexpected keyword arguments {sorted(unknown)}")
-    algos = [algorithms] if isinstance(algorithms, Algorithm) else list(algorithms)
-    if not algos:
-        raise ValueError("algorithms must hold at least one algorithm, got an empty sequence")
-    labels = [a.label for a in algos]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"algorithm labels must be unique (pass name=...), got {labels}")
-    tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
-    check_real("divergence_factor", divergence_factor, low=1)
-    if (gradients is None) == (steps is None):
-        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
-    if steps is not None:
-        ns = [check_int("steps", steps, low=1)] * len(algos)
-    else:
-        ns = [local_steps_for(gradients, a.workers, a.batch) for a in algos]
-    h, z2, sigma2 = _problem_arrays(problem, theta0)
-    threshold = divergence_factor * max(float(z2.sum()), 1.0)
-
-    raws: list[np.ndarray | None] = [None] * len(algos)
-    div = np.zeros(len(algos), dtype=np.int64)
-    recs = [record_steps(n, n_record, record) for n in ns]
-    local_idx = [i for i, a in enumerate(algos) if isinstance(a, LocalSGD)]
-    other_idx = [i for i in range(len(algos)) if i not in local_idx]
-    if local_idx:
-        specs = _specs_for(
-            [algos[i] for i in local_idx], [ns[i] for i in local_idx], record, n_record, tail
-        )
-        r, dv = local_curves(
-            h, z2, sigma2, problem.design, specs, threshold=threshold, use_numba=use_numba
-        )
-        for j, i in enumerate(local_idx):
-            raws[i], div[i] = r[j], dv[j]
-    extras: dict[str, list[str]] = {}
-    if other_idx:
-        from .compressed import compressed_curves, is_exact_compressed
-        from .dpsgd import dpsgd_curves, is_exact_dpsgd
-
-        for i in other_idx:
-            s0 = int(math.floor(tail * ns[i])) + 1
-            if is_exact_dpsgd(algos[i]):
-                raws[i], div[i] = dpsgd_curves(
-                    h,
-                    z2,
-                    sigma2,
-                    problem.design,
-                    algos[i],
-                    ns[i],
-                    recs[i],
-                    s0,
-                    threshold=threshold,
-                )
-                extras[labels[i]] = ["consensus", "grad_norm2"]
-                continue
-            ok, why = is_exact_compressed(algos[i], problem)
-            if not ok:
-                raise TypeError(
-                    "the exact engine handles LocalSGD (MBA, Local-SGD, OSA), uncompressed "
-                    "D-PSGD, and CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k "
-                    f"compressors; {labels[i]}: {why}"
-                )
-            z0, ts = _signed_start(problem, theta0)
-            raws[i], div[i], extras[labels[i]] = compressed_curves(
-                h,
-                z0,
-                ts,
-                sigma2,
-                problem.design,
-                algos[i],
-                ns[i],
-                recs[i],
-                s0,
-                threshold=threshold,
-            )
-    meta = {
-        "problem": problem.describe(),
-        "algorithms": {
-            labels[i]: {**a.describe(), "local_steps": ns[i]} for i, a in enumerate(algos)
-        },
-        "engine": "exact",
-        "replicates": None,
-        "count": EXACT_COUNT,
-        "theta0": starting_point(theta0, problem.d).tolist(),
-        "tail": tail,
-        "timing": {"seconds": time.perf_counter() - t_start},
-    }
-    return _result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)
 
 
 # ============================================================================ stability
@@ -523,9 +291,9 @@ def stability_limit(
 ) -> float:
     """Largest constant step ``gamma*`` with a mean-square stable second-moment map.
 
-    Derived here from the same recursion as :func:`expected_error`: the spectral radius of
+    Derived here from the same recursion as :func:`convkit.exact.expected_error`: the spectral radius of
     :func:`second_moment_matrix` is < 1 exactly for ``gamma < gamma*`` (the stable set is an
-    interval ``(0, gamma*)``; see :func:`convkit.bounds.derivations.derive_secular_equation`).
+    interval ``(0, gamma*)``; see :func:`convkit.bounds.sgd_stability.derive_secular_equation`).
     Found by doubling then bisection on ``rho(gamma) - 1``.  Closed forms (tested): 1-D
     Gaussian ``2 b / ((b + 2) h)`` (b = 1: ``2 / (3 h)``); isotropic ``H = h I_d`` Gaussian
     ``2 b / ((b + 1 + d) h)``, Rademacher ``2 b / ((b + d - 1) h)``; additive noise ``2 / h_max``.

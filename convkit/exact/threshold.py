@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from ..problems.least_squares import LeastSquares
+from ..recording import record_steps  # noqa: F401  (re-exported for callers building specs)
 from ..schedules import PolyDecay, Rounds
-from ..simulate import record_steps  # noqa: F401  (re-exported for callers building specs)
 from ..validation import check_in, check_int, check_real
-from .local import LocalSpec, _problem_arrays, local_curves, stability_limit
+from .local import LocalSpec, local_curves, stability_limit
+from .moments import problem_arrays
 
 __all__ = ["communication_threshold", "rounds_error"]
 
@@ -53,7 +54,7 @@ def rounds_error(
 ) -> np.ndarray:
     """Exact final error after ``n`` local steps for each number of evenly spaced rounds in
     ``rounds`` (array of ints in ``[1, n]``), one batched engine call."""
-    h, z2, s2 = _problem_arrays(problem, theta0)
+    h, z2, s2 = problem_arrays(problem, theta0)
     col = _COL[(iterate, metric)]
     specs = [
         LocalSpec(
