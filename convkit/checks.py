@@ -538,7 +538,7 @@ def log_moment_growth_rate(
     sure stability). By Jensen, ``E log ||eta||^2 <= log E ||eta||^2``, so it is <= the
     mean-square rate, and the almost-sure stability region is *larger* than the mean-square
     one: just above the mean-square limit ``gamma*`` of
-    :func:`convkit.bounds.derivations.sgd_stability_limit`, typical trajectories still
+    :func:`convkit.bounds.sgd_stability.sgd_stability_limit`, typical trajectories still
     converge while ``E ||eta_t||^2`` diverges. The gap is large: in 1-D with a Gaussian design
     and b = 1 the mean-square limit is ``gamma h = 2/3`` while the Lyapunov exponent
     ``E log (1 - gamma h Z^2)^2`` vanishes only at ``gamma h ~ 2.42`` (quadrature). Use this
@@ -620,7 +620,7 @@ def mean_square_growth_rate(
     rare huge values near the limit (heavy tails) and underestimates the second moment;
     resampling keeps the particles where the moment mass is, so the estimate stays precise
     for any horizon. Unlike :func:`log_moment_growth_rate` it targets the *mean-square*
-    rate, which is what the derived limits of :mod:`convkit.bounds.derivations` describe.
+    rate, which is what the derived limits of :mod:`convkit.bounds.sgd_stability` describe.
     Additive noise does not change mean-square stability (only the homogeneous part
     matters), so drop it from ``step``.
     """

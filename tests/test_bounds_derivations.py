@@ -1,4 +1,5 @@
-"""Numerical tests of the SymPy derivations in convkit.bounds.derivations.
+"""Numerical tests of the SymPy derivations of convkit.bounds (the topic modules and
+:mod:`convkit.bounds.moments`).
 
 Monte Carlo comparisons use fixed seeds and a tolerance of 4 standard errors per entry
 (two-sided false-alarm probability ~6e-5 per entry).
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from convkit.bounds import derivations as dv
+from convkit.bounds import averaged_sgd, decentralized, local_sgd, mixing, moments, sgd_stability
 from convkit.bounds.core import symbol
 
 Z_TOL = 4.0
@@ -35,7 +36,7 @@ def _one_step_mc(H, M, gamma, b, sigma, design, R, rng):
 def test_recursion_matrix_form_is_the_expected_one(design):
     """The identified coefficients are the textbook ones (Gaussian) plus the Rademacher
     correction -(2/b) g^2 diag(h_i^2 M_ii); nothing else."""
-    rec = dv.derive_second_moment_recursion(design)
+    rec = moments.derive_second_moment_recursion(design)
     g, b, s = rec.gamma, rec.b, rec.sigma
     expected = {
         "M": sp.Integer(1),
@@ -54,17 +55,17 @@ def test_recursion_matrix_form_is_the_expected_one(design):
 
 def test_isserlis_fourth_moment_identity():
     """E[x x^T M x x^T] = 2 HMH + tr(HM) H for x ~ N(0, H), generic symmetric 3x3."""
-    H, M = dv._sym_matrix("h", 3), dv._sym_matrix("m", 3)
-    f = dv._fourth_moment_matrix(H, M, "gaussian", same_sample=True)
+    H, M = moments._sym_matrix("h", 3), moments._sym_matrix("m", 3)
+    f = moments._fourth_moment_matrix(H, M, "gaussian", same_sample=True)
     assert (f - 2 * H * M * H - (H * M).trace() * H).applyfunc(sp.expand) == sp.zeros(3, 3)
-    g = dv._fourth_moment_matrix(H, M, "gaussian", same_sample=False)
+    g = moments._fourth_moment_matrix(H, M, "gaussian", same_sample=False)
     assert (g - H * M * H).applyfunc(sp.expand) == sp.zeros(3, 3)
 
 
 def test_explicit_batch_of_two_matches_symbolic_b():
     """Summing all 4 ordered sample pairs of a batch of 2 explicitly (joint Wick pairings on
     the stacked 6-vector) equals the symbolic-b count b F_same + b(b-1) F_indep at b = 2."""
-    H, M = dv._sym_matrix("h", 2), dv._sym_matrix("m", 2)
+    H, M = moments._sym_matrix("h", 2), moments._sym_matrix("m", 2)
     d = 2
 
     def cov(a, c):
@@ -76,12 +77,12 @@ def test_explicit_batch_of_two_matches_symbolic_b():
             for i in range(d):
                 for col in range(d):
                     total[i, col] += sum(
-                        M[p, q] * dv.isserlis_moment(cov, [(j, i), (j, p), (k, q), (k, col)])
+                        M[p, q] * moments.isserlis_moment(cov, [(j, i), (j, p), (k, q), (k, col)])
                         for p in range(d)
                         for q in range(d)
                     )
-    fs = dv._fourth_moment_matrix(H, M, "gaussian", True)
-    fi = dv._fourth_moment_matrix(H, M, "gaussian", False)
+    fs = moments._fourth_moment_matrix(H, M, "gaussian", True)
+    fi = moments._fourth_moment_matrix(H, M, "gaussian", False)
     assert (total - 2 * fs - 2 * fi).applyfunc(sp.expand) == sp.zeros(d, d)
 
 
@@ -101,7 +102,7 @@ def test_recursion_against_monte_carlo(design, b):
     gamma, sigma = 0.3, 0.8
     prod = _one_step_mc(H, M, gamma, b, sigma, design, 400_000, rng)
     mean, se = prod.mean(axis=0), prod.std(axis=0, ddof=1) / np.sqrt(prod.shape[0])
-    pred = dv.second_moment_step_numeric(H, M, gamma=gamma, b=b, sigma=sigma, design=design)
+    pred = moments.second_moment_step_numeric(H, M, gamma=gamma, b=b, sigma=sigma, design=design)
     z = np.abs(mean - pred) / se
     assert z.max() < Z_TOL, (z, mean, pred)
 
@@ -112,28 +113,30 @@ def test_rademacher_differs_from_gaussian_measurably():
     H, M = np.diag([1.5, 0.7, 0.2]), np.diag([1.0, 0.5, 2.0])
     prod = _one_step_mc(H, M, 0.3, 1, 0.0, "rademacher", 200_000, rng)
     mean, se = prod.mean(axis=0), prod.std(axis=0, ddof=1) / np.sqrt(prod.shape[0])
-    wrong = dv.second_moment_step_numeric(H, M, gamma=0.3, b=1, sigma=0.0, design="gaussian")
+    wrong = moments.second_moment_step_numeric(H, M, gamma=0.3, b=1, sigma=0.0, design="gaussian")
     assert (np.abs(mean - wrong) / np.maximum(se, 1e-300)).max() > 10
 
 
 def test_stability_limit_1d():
     """1-D: gamma < 2b/((b+2)h), b = 1: 2/(3h); the one-step factor is 1 at the limit."""
-    g1 = dv.derive_stability_limit_1d()
+    g1 = sgd_stability.derive_stability_limit_1d()
     b, h = symbol("b"), symbol("h")
     assert sp.simplify(g1 - 2 * b / ((b + 2) * h)) == 0
     assert sp.simplify(g1.subs(b, 1) - sp.Rational(2, 3) / h) == 0
     for hv in (0.5, 2.0):
         lim = 2 / (3 * hv)
-        a = dv.stability_matrix([hv], 1, lim)[0, 0]
+        a = sgd_stability.stability_matrix([hv], 1, lim)[0, 0]
         assert a == pytest.approx(1.0, abs=1e-12)
         gm = lim * (1 - 1e-6)
         assert 1 - 2 * gm * hv + 3 * gm**2 * hv**2 < 1  # E[(1 - gamma x^2)^2], x ~ N(0, h)
-        assert dv.stability_matrix([hv], 1, lim * (1 + 1e-6))[0, 0] > 1
-    assert dv.sgd_stability_limit([2.0], b=4) == pytest.approx(2 * 4 / (6 * 2.0), rel=1e-12)
+        assert sgd_stability.stability_matrix([hv], 1, lim * (1 + 1e-6))[0, 0] > 1
+    assert sgd_stability.sgd_stability_limit([2.0], b=4) == pytest.approx(
+        2 * 4 / (6 * 2.0), rel=1e-12
+    )
 
 
 def test_stability_structure_is_diag_plus_rank_one():
-    D, u2, h = dv.stability_structure("gaussian")
+    D, u2, h = sgd_stability.stability_structure("gaussian")
     g, b = symbol("gamma"), symbol("b")
     assert sp.simplify(D - (1 - 2 * g * h + g**2 * (1 + 1 / b) * h**2)) == 0
     assert sp.simplify(u2 - g**2 * h**2 / b) == 0
@@ -141,7 +144,7 @@ def test_stability_structure_is_diag_plus_rank_one():
 
 @pytest.mark.parametrize("design", ["gaussian", "rademacher"])
 def test_isotropic_closed_form_vs_spectral_radius(design):
-    expr = dv.derive_stability_limit_isotropic(design)
+    expr = sgd_stability.derive_stability_limit_isotropic(design)
     b, d, h = symbol("b"), symbol("d"), symbol("h")
     want = 2 * b / ((b + 1 + d) * h) if design == "gaussian" else 2 * b / ((b + d - 1) * h)
     assert sp.simplify(expr - want) == 0
@@ -151,18 +154,28 @@ def test_isotropic_closed_form_vs_spectral_radius(design):
             hv = 0.8
             g = f(bb, dd, hv)
             rho_lo = max(
-                abs(np.linalg.eigvals(dv.stability_matrix([hv] * dd, bb, g * (1 - 1e-7), design)))
+                abs(
+                    np.linalg.eigvals(
+                        sgd_stability.stability_matrix([hv] * dd, bb, g * (1 - 1e-7), design)
+                    )
+                )
             )
             rho_hi = max(
-                abs(np.linalg.eigvals(dv.stability_matrix([hv] * dd, bb, g * (1 + 1e-7), design)))
+                abs(
+                    np.linalg.eigvals(
+                        sgd_stability.stability_matrix([hv] * dd, bb, g * (1 + 1e-7), design)
+                    )
+                )
             )
             assert rho_lo < 1 < rho_hi, (dd, bb)
-            assert dv.sgd_stability_limit([hv] * dd, bb, design) == pytest.approx(g, rel=1e-10)
+            assert sgd_stability.sgd_stability_limit([hv] * dd, bb, design) == pytest.approx(
+                g, rel=1e-10
+            )
 
 
 def test_isotropic_explicit_3x3_eigenvalues():
     """Cross-check of the isotropic closed form with the eigenvalues of the explicit 3x3 A."""
-    D, u2, h = dv.stability_structure("gaussian")
+    D, u2, h = sgd_stability.stability_structure("gaussian")
     g = symbol("gamma")
     A = sp.Matrix(3, 3, lambda i, j: (D if i == j else 0) + u2)
     top = D + 3 * u2  # eigenvalue along (1,1,1)
@@ -171,7 +184,10 @@ def test_isotropic_explicit_3x3_eigenvalues():
     assert len(sol) == 1
     assert (
         sp.simplify(
-            sol[0] - dv.derive_stability_limit_isotropic().subs(symbol("d"), 3).subs(symbol("h"), h)
+            sol[0]
+            - sgd_stability.derive_stability_limit_isotropic()
+            .subs(symbol("d"), 3)
+            .subs(symbol("h"), h)
         )
         == 0
     )
@@ -186,10 +202,10 @@ def test_general_spectrum_secular_root_is_where_spectral_radius_hits_one(design,
     d = int(rng.integers(2, 9))
     h = np.sort(rng.uniform(0.05, 3.0, d))[::-1]
     b = int(rng.integers(1, 5))
-    g_star = dv.sgd_stability_limit(h, b, design)
+    g_star = sgd_stability.sgd_stability_limit(h, b, design)
 
     def rho(gam):
-        return max(abs(np.linalg.eigvals(dv.stability_matrix(h, b, gam, design)))) - 1
+        return max(abs(np.linalg.eigvals(sgd_stability.stability_matrix(h, b, gam, design)))) - 1
 
     g_num = brentq(
         rho, g_star * 0.5, g_star * 1.5 if rho(g_star * 1.5) > 0 else g_star * 3, xtol=1e-14
@@ -200,13 +216,13 @@ def test_general_spectrum_secular_root_is_where_spectral_radius_hits_one(design,
 
 
 def test_secular_function_form():
-    phi, h = dv.derive_secular_equation("gaussian")
+    phi, h = sgd_stability.derive_secular_equation("gaussian")
     g, b = symbol("gamma"), symbol("b")
     assert sp.simplify(phi - g * h / (b * (2 - g * h * (1 + 1 / b)))) == 0
 
 
 def test_additive_noise_invariance():
-    res = dv.derive_additive_noise_invariance()
+    res = local_sgd.derive_additive_noise_invariance()
     assert res["additive_identical"] is True
     assert res["multiplicative_identical"] is False
     ref = res["additive"]["MBA"]
@@ -230,7 +246,7 @@ def test_invariance_numerically_and_multiplicative_moments():
     """Additive noise: final means identical pathwise (1e-12). Multiplicative (Gaussian
     curvature a ~ N(h, v)): the symbolic E[mean^2] per schedule matches Monte Carlo within
     4 SE, and MBA vs OSA differ by many SE."""
-    res = dv.derive_additive_noise_invariance()
+    res = local_sgd.derive_additive_noise_invariance()
     syms = res["symbols"]
     gam = [0.5, 0.4, 0.3, 0.25]
     hv, vv, e0 = 1.0, 0.5, 1.0
@@ -263,7 +279,7 @@ def test_invariance_numerically_and_multiplicative_moments():
 
 
 def test_polyak_juditsky_exact_vs_bruteforce_and_asymptote():
-    res = dv.derive_polyak_juditsky()
+    res = averaged_sgd.derive_polyak_juditsky()
     s = res["symbols"]
     assert sp.simplify(res["limit_T_times_error"] - s["sigma"] ** 2) == 0
     f = sp.lambdify((s["T"], s["q"], s["sigma"], s["h"], s["eta_0"]), res["exact"])
@@ -285,7 +301,7 @@ def test_polyak_juditsky_exact_vs_bruteforce_and_asymptote():
 def test_polyak_juditsky_exact_vs_monte_carlo():
     """Averaged constant-step SGD with additive noise (2 directions), R = 20000 replicates,
     E||theta_bar||_H^2 within 4 SE of the exact derived formula."""
-    res = dv.derive_polyak_juditsky()
+    res = averaged_sgd.derive_polyak_juditsky()
     s = res["symbols"]
     f = sp.lambdify((s["T"], s["q"], s["sigma"], s["h"], s["eta_0"]), res["exact"])
     rng = np.random.default_rng(3)
@@ -318,7 +334,7 @@ def _random_doubly_stochastic(n, rng, p=0.5):
 
 
 def test_w_eta_spectrum_and_gap():
-    res = dv.derive_w_eta_spectrum()
+    res = mixing.derive_w_eta_spectrum()
     assert res["verified"] is True
     fmap = sp.lambdify((res["lambda"], res["eta"]), res["eigenvalue_map"])
     rng = np.random.default_rng(5)
@@ -328,7 +344,7 @@ def test_w_eta_spectrum_and_gap():
     for eta in (0.1, 0.5, 1.0, 1.3):
         W_eta = (1 - eta) * np.eye(9) + eta * W
         np.testing.assert_allclose(np.linalg.eigvalsh(W_eta), np.sort(fmap(lam, eta)), atol=1e-12)
-    gap = dv.derive_w_eta_gap_condition()
+    gap = mixing.derive_w_eta_gap_condition()
     lam_sorted = np.sort(lam)[::-1]
     l2, ln = lam_sorted[1], lam_sorted[-1]
     eta_max = float(gap["eta_max"].subs({gap["lambda_2"]: l2, gap["lambda_n"]: ln}))
@@ -350,9 +366,9 @@ def _top_k(X, k):
 
 
 def test_deepsqueeze_and_choco_identities():
-    sym = dv.derive_deepsqueeze_identities()
+    sym = decentralized.derive_deepsqueeze_identities()
     assert sym == {"average": True, "w_eta_form": True, "identity_compressor": True}
-    ch = dv.derive_choco_average_identity()
+    ch = decentralized.derive_choco_average_identity()
     assert ch == {"average": True, "dcd_average": False}
     # numerically with top-k on (n, d) blocks, a few steps
     rng = np.random.default_rng(9)
@@ -380,16 +396,16 @@ def test_deepsqueeze_and_choco_identities():
 def test_expect_polynomial_simple():
     z, c = sp.Symbol("z", real=True), sp.Symbol("c")
     mom = {z: lambda m: {1: 0, 2: 1, 3: 0, 4: 3}[m]}
-    assert sp.expand(dv.expect_polynomial((c + z) ** 4, mom) - (c**4 + 6 * c**2 + 3)) == 0
+    assert sp.expand(moments.expect_polynomial((c + z) ** 4, mom) - (c**4 + 6 * c**2 + 3)) == 0
 
 
 def test_errors():
     with pytest.raises(ValueError, match="h must"):
-        dv.sgd_stability_limit([1.0, -1.0])
+        sgd_stability.sgd_stability_limit([1.0, -1.0])
     with pytest.raises(ValueError, match="b must"):
-        dv.sgd_stability_limit([1.0], b=0)
+        sgd_stability.sgd_stability_limit([1.0], b=0)
     with pytest.raises(ValueError, match="design"):
-        dv.derive_second_moment_recursion("uniform")
+        moments.derive_second_moment_recursion("uniform")
 
 
 @pytest.mark.parametrize("design", ["gaussian", "rademacher"])
@@ -399,18 +415,18 @@ def test_stationary_risk_is_the_fixed_point_of_the_recursion(design):
     rng = np.random.default_rng(21)
     h = np.array([2.0, 0.9, 0.4, 0.1])
     b, sigma = 2, 0.7
-    g_star = dv.sgd_stability_limit(h, b, design)
+    g_star = sgd_stability.sgd_stability_limit(h, b, design)
     Q = np.linalg.qr(rng.standard_normal((4, 4)))[0] if design == "gaussian" else np.eye(4)
     H = Q @ np.diag(h) @ Q.T
     for f in (0.3, 0.8):
         g = f * g_star
         M = np.zeros((4, 4))
         for _ in range(4000):
-            M = dv.second_moment_step_numeric(H, M, gamma=g, b=b, sigma=sigma, design=design)
-        want = dv.stationary_risk(h, b, g, sigma, design)
+            M = moments.second_moment_step_numeric(H, M, gamma=g, b=b, sigma=sigma, design=design)
+        want = sgd_stability.stationary_risk(h, b, g, sigma, design)
         assert np.trace(H @ M) == pytest.approx(want, rel=1e-9)
-    assert dv.stationary_risk(h, b, 1.001 * g_star, sigma, design) == np.inf
+    assert sgd_stability.stationary_risk(h, b, 1.001 * g_star, sigma, design) == np.inf
     # 1-D, b = 1 closed form
-    assert dv.stationary_risk([1.5], 1, 0.2, 2.0) == pytest.approx(4 * 0.3 / (2 - 0.9))
-    closed, Phi = dv.derive_stationary_risk(design)
+    assert sgd_stability.stationary_risk([1.5], 1, 0.2, 2.0) == pytest.approx(4 * 0.3 / (2 - 0.9))
+    closed, Phi = sgd_stability.derive_stationary_risk(design)
     assert sp.simplify(closed - symbol("sigma") ** 2 * Phi / (1 - Phi)) == 0

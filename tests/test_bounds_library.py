@@ -1,7 +1,9 @@
-"""Tests of the library of results (convkit.bounds.library) and of ``convkit bounds``."""
+"""Tests of the library of results (the registry of convkit.bounds, filled by its topic
+modules) and of ``convkit bounds``."""
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -9,7 +11,8 @@ import pytest
 import sympy as sp
 
 from convkit.bounds import KINDS, LIBRARY, all_results, get, names, symbol
-from convkit.bounds.cli import main
+from convkit.bounds.registry import result
+from convkit.cli.bounds import main
 
 
 def test_every_result_is_well_formed():
@@ -22,11 +25,23 @@ def test_every_result_is_well_formed():
         assert r.latex()
         json.dumps(r.to_dict())
         if r.provenance.startswith("derived here"):
-            assert "convkit.bounds.derivations." in r.provenance or "solve_for" in r.provenance
+            # "derived here: <module>.<function>" names a derivation that exists
+            target = r.provenance.removeprefix("derived here: ").split()[0]
+            module, _, func = target.rpartition(".")
+            assert module.startswith("convkit.bounds."), r.provenance
+            assert callable(getattr(importlib.import_module(module), func)), r.provenance
         if r.kind == "asymptotic":
             assert r.variable is not None
     with pytest.raises(ValueError, match="unknown result"):
         get("no.such.result")
+
+
+def test_registering_a_result_twice_raises():
+    """A second factory under an existing name is refused (the library is not modified)."""
+    before = dict(LIBRARY)
+    with pytest.raises(ValueError, match="registered twice"):
+        result("sgd.ms_stability.1d")(lambda: get("sgd.ms_stability.1d"))
+    assert LIBRARY == before
 
 
 def test_local_sgd_claims_are_mutually_consistent():

@@ -268,7 +268,7 @@ def _sgd_step_factory(h, b, gamma, rng):
 def test_mean_square_growth_rate_matches_exact_second_moment_map():
     """Resampling estimate of the mean-square rate vs log spectral radius of the exact
     (derived) second-moment map, below and above the derived limit: within 4 SE."""
-    from convkit.bounds.derivations import sgd_stability_limit, stability_matrix
+    from convkit.bounds.sgd_stability import sgd_stability_limit, stability_matrix
 
     rng = np.random.default_rng(12)
     h, b = np.array([2.0, 1.0, 0.3]), 2
@@ -296,7 +296,7 @@ def test_mean_square_growth_rate_1d_is_log_one_step_factor():
 def test_stability_limit_with_monte_carlo_mean_square_criterion():
     """Bisection with the resampling criterion brackets the derived mean-square limit
     (bracket [0.7, 1.2] x limit, rtol 4%: evaluation points stay >= 1.4% away from it)."""
-    from convkit.bounds.derivations import sgd_stability_limit
+    from convkit.bounds.sgd_stability import sgd_stability_limit
 
     rng = np.random.default_rng(14)
     h, b = np.array([1.5, 0.5, 0.5, 0.2]), 1

@@ -23,7 +23,7 @@ def full_matrix_reference(problem, algo, n, theta0, tail=0.5):
     Q(t) = Q(t-1) + A(t) + A(t)^T - V(t), E[(sum zbar)(sum zbar)^T] = Q.
     Returns dict iterate -> (hnorm2, dist2) arrays over steps 1..n.
     """
-    from convkit.bounds.derivations import second_moment_step_numeric
+    from convkit.bounds.moments import second_moment_step_numeric
 
     H = problem.H
     d = problem.d

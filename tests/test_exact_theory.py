@@ -1,7 +1,7 @@
 """The exact engine against convkit.bounds' SymPy derivations and closed forms.
 
 The recursion coefficients of :mod:`convkit.exact.local` are checked symbolically against
-:func:`convkit.bounds.derivations.derive_second_moment_recursion` (Isserlis / exact Rademacher
+:func:`convkit.bounds.moments.derive_second_moment_recursion` (Isserlis / exact Rademacher
 moments, generic d = 3); the stability limit against the derived closed forms.
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 sp = pytest.importorskip("sympy")
 
-from convkit.bounds import derivations as dv  # noqa: E402
+from convkit.bounds import moments, sgd_stability  # noqa: E402
 from convkit.exact import second_moment_matrix, stability_limit  # noqa: E402
 from convkit.exact.local import design_coefficients  # noqa: E402
 
@@ -24,7 +24,7 @@ def test_diagonal_recursion_matches_sympy_derivation(design, b):
     included), the diagonal of the derived M' equals the engine's formula
     s_j (1 - 2 g h_j + c_sq g^2 h_j^2) + (g^2 h_j / b)(c_tr sum_l h_l s_l + sigma^2), exactly;
     in particular it does not depend on the off-diagonal entries of M."""
-    rec = dv.derive_second_moment_recursion(design)
+    rec = moments.derive_second_moment_recursion(design)
     d = 3
     hs = [sp.Symbol(f"h{i}", positive=True) for i in range(d)]
     M = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"m{min(i, j)}{max(i, j)}", real=True))
@@ -54,7 +54,7 @@ def test_additive_design_coefficients():
 def test_one_dimensional_limit(b):
     """1-D Gaussian: gamma* = 2 b / ((b + 2) h) (b = 1: 2 / (3 h)); matches the derivation."""
     h = 1.7
-    closed = dv.derive_stability_limit_1d("gaussian")
+    closed = sgd_stability.derive_stability_limit_1d("gaussian")
     sym = {s.name: s for s in closed.free_symbols}
     expect = float(closed.subs({sym["b"]: b, sym["h"]: h}))
     assert expect == pytest.approx(2 * b / ((b + 2) * h), rel=1e-14)
@@ -70,7 +70,7 @@ def test_isotropic_limit(design, d, b):
     h = 0.8
     c_sq, _ = design_coefficients(design, b)
     mine = 2.0 / ((c_sq + d / b) * h)
-    closed = dv.derive_stability_limit_isotropic(design)
+    closed = sgd_stability.derive_stability_limit_isotropic(design)
     sym = {s.name: s for s in closed.free_symbols}
     theirs = float(closed.subs({sym["b"]: b, sym["h"]: h, sym["d"]: d}))
     assert mine == pytest.approx(theirs, rel=1e-14)
@@ -81,14 +81,14 @@ def test_isotropic_limit(design, d, b):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_general_spectrum_limit_matches_bounds(design, seed):
     """Random spectra: bisection on the spectral radius equals the derived secular equation
-    (convkit.bounds.derivations.sgd_stability_limit) to 1e-9."""
+    (convkit.bounds.sgd_stability.sgd_stability_limit) to 1e-9."""
     rng = np.random.default_rng(seed)
     h = rng.uniform(0.05, 2.0, size=int(rng.integers(2, 12)))
     b = int(rng.integers(1, 5))
     ours = stability_limit(h, batch=b, design=design)
-    assert ours == pytest.approx(dv.sgd_stability_limit(h, b=b, design=design), rel=1e-9)
+    assert ours == pytest.approx(sgd_stability.sgd_stability_limit(h, b=b, design=design), rel=1e-9)
     # and the map is the derivation's stability matrix
-    A_bounds = dv.stability_matrix(h, b, 0.7 * ours, design=design)
+    A_bounds = sgd_stability.stability_matrix(h, b, 0.7 * ours, design=design)
     np.testing.assert_allclose(
         second_moment_matrix(h, 0.7 * ours, b, design), A_bounds, rtol=1e-12, atol=1e-15
     )

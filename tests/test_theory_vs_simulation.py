@@ -1,13 +1,14 @@
 """Theory versus simulation: every result of the library is checked against a simulation of
 its setting (PEPit idiom: each check returns (measured, theoretical) pairs with a verdict).
 
-The tests call the registry functions of :mod:`convkit.theory_checks` (the same code that
-``convkit check`` runs) in quick mode, once per check (cached), and assert on their rows plus
-sharper numbers from ``details``. Settings, seeds and tolerances are fixed in the registry and
-stated in each docstring here. Where a paper claim is measured *not* to hold in the simulated
-setting, the test asserts the measured finding (e.g. the exponent's interval excludes the
-claimed value) and says so. ``CONVKIT_FULL=1`` runs the checks in full mode (larger horizons
-and more replicates); the assertions are the same.
+The tests call the checks registered by the topic modules of :mod:`convkit.bounds` (the same
+code that ``convkit check`` runs) in quick mode, once per check (cached), and assert on their
+rows (verdicts of :mod:`convkit.verdicts`, reasons) plus sharper numbers from ``details``.
+Settings, seeds and tolerances are fixed in the checks and stated in each docstring here.
+Where a paper claim is measured *not* to hold in the simulated setting, the test asserts the
+measured finding (e.g. the exponent's interval excludes the claimed value: ``violated``) and
+says so. ``CONVKIT_FULL=1`` runs the checks in full mode (larger horizons and more
+replicates); the assertions are the same.
 """
 
 from __future__ import annotations
@@ -18,8 +19,16 @@ import os
 import numpy as np
 import pytest
 
-from convkit import theory_checks as tc
+from convkit import bounds as tc
 from convkit.bounds import names
+from convkit.verdicts import (
+    CRASHED,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_IDENTIFIABLE,
+    VERDICTS,
+    VIOLATED,
+)
 
 FULL = os.environ.get("CONVKIT_FULL") == "1"
 
@@ -30,9 +39,10 @@ def rows(check: str) -> list[dict]:
     out = tc.CHECKS[check](not FULL)
     assert out, f"check {check} returned no rows"
     for r in out:
-        for key in ("result", "setting", "measured", "theoretical", "verdict"):
+        for key in ("result", "setting", "measured", "theoretical", "verdict", "reason"):
             assert key in r, f"{check}: row lacks {key}"
         assert r["result"] in tc.COVERS[check]
+        assert r["verdict"] in VERDICTS and isinstance(r["reason"], str) and r["reason"]
     return out
 
 
@@ -57,10 +67,10 @@ def _assert_stability(check: str, result: str) -> None:
     mc = [r for r in rs if "Monte Carlo" in r["setting"]]
     assert len(exact) == 2 and len(mc) >= 1
     for r in exact:
-        assert r["verdict"] == tc.HOLDS, r
+        assert r["verdict"] == HOLDS, r
         assert r["details"]["rel_diff"] <= 1e-6
     for r in mc:
-        assert r["verdict"] == tc.HOLDS, r
+        assert r["verdict"] == HOLDS, r
         lo, hi = r["details"]["bracket"]
         assert lo < r["measured"] < hi
         assert abs(r["measured"] / r["theoretical"] - 1) <= (0.05 if not FULL else 0.03)
@@ -111,9 +121,9 @@ def test_stationary_risk_of_constant_step_sgd(check, result):
     last-iterate error after 400 steps from theta* within 3 SE (R = 4000), and the exact
     engine's value to 1e-6."""
     mc, ex = by_result(check, result)
-    assert mc["verdict"] == tc.HOLDS and abs(mc["details"]["z"]) <= 3
+    assert mc["verdict"] == HOLDS and abs(mc["details"]["z"]) <= 3
     assert mc["details"]["se"] < 0.05 * mc["theoretical"]  # the test has power
-    assert ex["verdict"] == tc.HOLDS and ex["details"]["rel_diff"] <= 1e-6
+    assert ex["verdict"] == HOLDS and ex["details"]["rel_diff"] <= 1e-6
 
 
 # ============================================================================ Polyak-Juditsky
@@ -124,9 +134,9 @@ def test_polyak_juditsky_asymptote():
     slope over [1e3, 1e4] has -1 inside its 95 % interval, and the interval is narrower than
     +-0.25 (the check has power)."""
     ex, mc = by_result("polyak_juditsky", "averaged_sgd.polyak_juditsky")
-    assert ex["verdict"] == tc.HOLDS
+    assert ex["verdict"] == HOLDS
     assert abs(ex["measured"] - 1) <= 0.01 and abs(ex["details"]["slope"] + 1) <= 0.01
-    assert mc["verdict"] == tc.HOLDS
+    assert mc["verdict"] == HOLDS
     lo, hi = mc["details"]["interval"]
     assert lo <= -1 <= hi and hi - lo < 0.5
 
@@ -136,8 +146,8 @@ def test_exact_additive_error_1d():
     eta_0 = 1, sigma = 1, T in {1, 10, 100}) equals the exact engine to 1e-9 and Monte Carlo
     (R = 20000) within 3 SE at every T."""
     ex, mc = by_result("polyak_juditsky.exact_1d", "averaged_sgd.exact_additive_1d")
-    assert ex["verdict"] == tc.HOLDS and ex["measured"] <= 1e-9
-    assert mc["verdict"] == tc.HOLDS and max(abs(z) for z in mc["details"]["z"]) <= 3
+    assert ex["verdict"] == HOLDS and ex["measured"] <= 1e-9
+    assert mc["verdict"] == HOLDS and max(abs(z) for z in mc["details"]["z"]) <= 3
 
 
 # ============================================================================ Local-SGD
@@ -149,9 +159,10 @@ def test_additive_noise_invariance_of_schedules():
     mc, ex, contrast = by_result(
         "local_sgd.additive_invariance", "local_sgd.additive_noise_invariance"
     )
-    assert mc["verdict"] == tc.HOLDS and mc["measured"] <= 1e-10
-    assert ex["verdict"] == tc.HOLDS and ex["measured"] <= 1e-12
-    assert contrast["verdict"] == "schedules differ, as derived"
+    assert mc["verdict"] == HOLDS and mc["measured"] <= 1e-10
+    assert ex["verdict"] == HOLDS and ex["measured"] <= 1e-12
+    assert contrast["verdict"] == HOLDS
+    assert contrast["reason"].startswith("schedules differ, as derived")
     assert contrast["measured"] > 1 + 1e-3
 
 
@@ -161,11 +172,11 @@ def test_osa_mba_ratio_tends_to_one():
     interval below 0), and below 1 % at the largest T; the Monte Carlo paired ratio at
     T = 1e4 (R = 300) agrees with the exact one within 3 SE."""
     ex, mc = by_result("local_sgd.osa_mba_ratio", "local_sgd.osa_mba_ratio")
-    assert ex["verdict"] == tc.HOLDS
+    assert ex["verdict"] == HOLDS
     ratios = np.array(ex["details"]["ratios"])
     assert np.all(ratios > 1) and np.all(np.diff(ratios) < 0) and ratios[-1] < 1.01
     assert ex["details"]["interval"][1] < 0
-    assert mc["verdict"] == tc.HOLDS
+    assert mc["verdict"] == HOLDS
 
 
 @pytest.mark.slow
@@ -181,15 +192,16 @@ def test_local_sgd_rounds_needed_exponents_measured_not_half():
     Monte Carlo study is analyses/local_sgd_threshold_mc.py."""
     rn = by_result("local_sgd.threshold", "local_sgd.rounds_needed")
     in_T, in_P, in_T1, in_P1 = rn
-    assert in_T["verdict"] == tc.NOT_HOLD and in_T["details"]["interval"][0] > 0.5
-    assert in_P["verdict"] == tc.NOT_HOLD and in_P["details"]["interval"][1] < 0.5
+    assert in_T["verdict"] == VIOLATED and in_T["details"]["interval"][0] > 0.5
+    assert in_P["verdict"] == VIOLATED and in_P["details"]["interval"][1] < 0.5
     assert in_P["measured"] < 0
     for r in (in_T1, in_P1):
-        assert r["verdict"].startswith("boundary: N* = 1")
+        assert r["verdict"] == NOT_IDENTIFIABLE
+        assert r["reason"].startswith("boundary: N* = 1")
     for res in ("local_sgd.communication_reduction", "local_sgd.local_steps_between_rounds"):
         red_T, red_P = by_result("local_sgd.threshold", res)
-        assert red_T["verdict"] == tc.NOT_HOLD and red_T["details"]["interval"][1] < 0.5
-        assert red_P["verdict"] == tc.NOT_HOLD and red_P["details"]["interval"][0] > -1.5
+        assert red_T["verdict"] == VIOLATED and red_T["details"]["interval"][1] < 0.5
+        assert red_P["verdict"] == VIOLATED and red_P["details"]["interval"][0] > -1.5
         # the reduction-factor exponents are 1 - a_T and -1 - a_P of N*'s fit
         assert red_T["measured"] == pytest.approx(1 - in_T["measured"], abs=1e-9)
         assert red_P["measured"] == pytest.approx(-1 - in_P["measured"], abs=1e-9)
@@ -203,7 +215,7 @@ def test_dpsgd_rate_exponent():
     like T^-1/2 -- the 95 % interval of the log-log slope reaches -1/2 or lies below it -- and
     the fitted constant c of c sigma/sqrt(nT) is positive and finite."""
     (r,) = by_result("dpsgd.rate", "dpsgd.rate")
-    assert r["verdict"].startswith(tc.HOLDS), r
+    assert r["verdict"] == HOLDS, r
     lo, hi = r["details"]["interval"]
     assert lo <= -0.5 and hi - lo < 0.2
     assert 0 < r["details"]["c"] < np.inf
@@ -224,18 +236,18 @@ def test_deepsqueeze_rate_fit_and_step_limit():
     (SE of log C_2 > 0.3), the bound's range straddles the measured limit (about 0.67), so the
     verdict is inconclusive."""
     fit_row, slope_row = by_result("deepsqueeze.rate", "deepsqueeze.rate")
-    assert fit_row["verdict"] == "model fits"
+    assert fit_row["verdict"] == HOLDS and fit_row["reason"].startswith("model fits")
     assert 0 < fit_row["details"]["C_2"] < np.inf
-    assert slope_row["verdict"] == tc.HOLDS
+    assert slope_row["verdict"] == HOLDS
     (lim,) = by_result("deepsqueeze.rate", "deepsqueeze.step_limit")
     lo, hi = lim["details"]["bracket"]
     b_lo, b_hi = lim["details"]["bound_range"]
     assert b_lo <= lim["theoretical"] <= b_hi and lo < lim["measured"] < hi
-    expected = tc.HOLDS if lo >= b_hi else tc.NOT_HOLD if hi < b_lo else tc.INCONCLUSIVE
-    assert lim["verdict"].startswith(expected)
+    expected = HOLDS if lo >= b_hi else VIOLATED if hi < b_lo else INCONCLUSIVE
+    assert lim["verdict"] == expected
     if not FULL:
         assert fit_row["details"]["log_se"]["C_2"] > 0.3
-        assert lim["verdict"] == tc.INCONCLUSIVE and b_lo < lo < hi < b_hi
+        assert lim["verdict"] == INCONCLUSIVE and b_lo < lo < hi < b_hi
 
 
 @pytest.mark.slow
@@ -247,15 +259,16 @@ def test_choco_rate_exponent():
     (the time origin of the step sizes; c/(T + a) <= c/T is the same O(1/T) bound) -1 lies in
     the interval."""
     in_T, in_Ta = by_result("choco.rate", "choco.rate_strongly_convex")
-    assert in_T["verdict"].startswith(tc.NOT_HOLD) and in_T["details"]["interval"][0] > -1
-    assert in_Ta["verdict"].startswith(tc.HOLDS), in_Ta
+    assert in_T["verdict"] == VIOLATED and in_T["details"]["interval"][0] > -1
+    assert "slower decay" in in_T["reason"]
+    assert in_Ta["verdict"] == HOLDS, in_Ta
 
 
 def _assert_average_rows(check: str, result: str) -> None:
     rs = by_result(check, result)
     assert len(rs) == 3
     for r in rs:
-        assert r["verdict"] == tc.HOLDS and r["measured"] <= 1e-12
+        assert r["verdict"] == HOLDS and r["measured"] <= 1e-12
 
 
 def test_deepsqueeze_average_dynamics_identity():
@@ -274,7 +287,7 @@ def test_w_eta_eigenvalues():
     """w_eta.eigenvalues: numerical eigenvalues of W_eta equal 1 - eta (1 - lambda_i(W)) to
     1e-12 on rings of 8 and 9 nodes and a 3 x 4 torus, eta in {0.1, 0.5, 1}."""
     rs = by_result("w_eta.eigenvalues", "w_eta.eigenvalues")
-    assert len(rs) == 3 and all(r["verdict"] == tc.HOLDS and r["measured"] <= 1e-12 for r in rs)
+    assert len(rs) == 3 and all(r["verdict"] == HOLDS and r["measured"] <= 1e-12 for r in rs)
 
 
 def test_w_eta_gap_condition():
@@ -283,10 +296,10 @@ def test_w_eta_gap_condition():
     lambda_n) to 1e-8 (relative); for the uniform ring (eta_max > 1) the identity holds on
     all of (0, 1]."""
     r1, r2 = by_result("w_eta.gap_condition", "w_eta.gap_condition")
-    assert r1["verdict"] == tc.HOLDS
+    assert r1["verdict"] == HOLDS
     assert r1["measured"] == pytest.approx(r1["theoretical"], rel=1e-8)
     assert r1["theoretical"] < 1
-    assert r2["verdict"] == tc.HOLDS and r2["theoretical"] > 1
+    assert r2["verdict"] == HOLDS and r2["theoretical"] > 1
 
 
 # ============================================================================ compression
@@ -296,7 +309,7 @@ def test_top_k_contraction_bound():
     (measured max equals the bound: equal magnitudes)."""
     rs = by_result("compression.top_k", "compression.top_k")
     for r in rs:
-        assert r["verdict"] == tc.HOLDS
+        assert r["verdict"] == HOLDS
         assert r["details"]["tightness"] == pytest.approx(1.0, abs=1e-12)
 
 
@@ -308,7 +321,7 @@ def test_rand_k_error_identities():
         rs = by_result("compression.rand_k", res)
         assert len(rs) == 2
         for r in rs:
-            assert r["verdict"] == tc.HOLDS
+            assert r["verdict"] == HOLDS
             assert abs(r["measured"] - r["theoretical"]) <= 3 * r["details"]["se"] + 1e-12
 
 
@@ -317,7 +330,7 @@ def test_qsgd_variance_bound():
     one-sided confidence (R = 20000, d = 50, s in {1, 4}, Gaussian and equal-magnitude x); the
     Monte Carlo mean agrees with the compressor's exact variance within 4 SE."""
     for r in by_result("compression.qsgd", "compression.qsgd"):
-        assert r["verdict"] == tc.HOLDS
+        assert r["verdict"] == HOLDS
         det = r["details"]
         assert abs(r["measured"] - det["exact_variance"]) <= 4 * det["se"]
 
@@ -326,7 +339,7 @@ def test_scaled_sign_error_identity():
     """compression.scaled_sign: ||(||x||_1/d) sign(x) - x||^2 = ||x||_2^2 - ||x||_1^2/d to
     1e-12 (relative) for 2000 vectors of four kinds."""
     (r,) = by_result("compression.scaled_sign", "compression.scaled_sign")
-    assert r["verdict"] == tc.HOLDS and r["measured"] <= 1e-12
+    assert r["verdict"] == HOLDS and r["measured"] <= 1e-12
 
 
 # ============================================================================ error feedback
@@ -335,25 +348,25 @@ def test_error_feedback_memory_is_order_gamma_squared():
     memory after 500 steps for gamma in {0.005, ..., 0.04}, R = 200: the log-log slope in gamma
     has 2 inside its 95 % interval, of width < 0.3."""
     (r,) = by_result("ef_sgd.memory", "ef_sgd.memory")
-    assert r["verdict"] == tc.HOLDS
+    assert r["verdict"] == HOLDS
     lo, hi = r["details"]["interval"]
     assert lo <= 2 <= hi and hi - lo < 0.3
 
 
 # ============================================================================ registry
 def test_run_checks_reports_a_crash_as_a_row(monkeypatch):
-    """A check that raises becomes one 'crashed: ...' row per covered result (with the
-    traceback), and the other checks still run."""
+    """A check that raises becomes one 'crashed' row per covered result (the error as its
+    reason, the traceback in details), and the other checks still run."""
 
     def boom(quick):
         raise RuntimeError("deliberate")
 
     monkeypatch.setitem(tc.CHECKS, "w_eta.eigenvalues", boom)
     out = tc.run_checks(True, ["w_eta"])
-    crashed = [r for r in out if r["verdict"].startswith("crashed")]
-    assert len(crashed) == 1 and "deliberate" in crashed[0]["verdict"]
+    crashed = [r for r in out if r["verdict"] == CRASHED]
+    assert len(crashed) == 1 and crashed[0]["reason"] == "RuntimeError: deliberate"
     assert "Traceback" in crashed[0]["details"]["traceback"]
-    assert any(r["check"] == "w_eta.gap_condition" and r["verdict"] == tc.HOLDS for r in out)
+    assert any(r["check"] == "w_eta.gap_condition" and r["verdict"] == HOLDS for r in out)
 
 
 def test_select_patterns():

@@ -108,7 +108,8 @@ class TheoryResult:
     quantity:
         What the expression bounds / equals, as text (``"E||grad f(x_bar_T)||^2"``).
     provenance:
-        ``"<paper>: <statement>"`` or ``"derived here: convkit.bounds.derivations.<func>"``.
+        ``"<paper>: <statement>"`` or ``"derived here: <module>.<function>"``
+        (:func:`convkit.bounds.provenance.derived`).
     conditions:
         SymPy relationals under which the statement holds (``1/2 < alpha``, ``alpha < 1``).
     variable:

@@ -1,13 +1,18 @@
 """``convkit check [--quick] [--json PATH] [--only NAME ...] [--list]``: run the
-theory-vs-simulation checks of :mod:`convkit.theory_checks` and print a table with the columns
-result, setting, measured, theoretical, verdict.
+theory-vs-simulation checks registered by the topic modules of :mod:`convkit.bounds`
+(:func:`convkit.bounds.run_checks`) and print a table with the columns result, setting,
+measured, theoretical, verdict, reason.
+
+Every verdict is one of :data:`convkit.verdicts.VERDICTS` (``holds``, ``violated``,
+``consistent_unresolved``, ``not_identifiable``, ``inconclusive``, ``measured``, ``crashed``);
+the reason is one sentence of detail. The summary line counts the rows per verdict.
 
 ``--json PATH`` also writes the rows as a JSON list of objects with the keys ``result``,
-``setting``, ``measured``, ``theoretical``, ``verdict`` (plus ``check``, ``margin``,
-``details`` and ``seconds`` where present). ``--only`` selects checks by check name or
-library result name (exact, dotted prefix such as ``compression``, or a shell glob such as
+``setting``, ``measured``, ``theoretical``, ``verdict``, ``reason`` (plus ``check``,
+``margin``, ``details`` and ``seconds`` where present). ``--only`` selects checks by check name
+or library result name (exact, dotted prefix such as ``compression``, or a shell glob such as
 ``'sgd.*'``). The exit code is 0 unless a check crashed (or the arguments are wrong): a
-``"does not hold"`` verdict is a measured result, not an error.
+``violated`` verdict is a measured result, not an error.
 """
 
 from __future__ import annotations
@@ -23,8 +28,15 @@ from typing import Any
 
 __all__ = ["format_table", "main"]
 
-COLUMNS = ("result", "setting", "measured", "theoretical", "verdict")
-_WIDTHS = {"result": 36, "setting": 60, "measured": 14, "theoretical": 14, "verdict": 30}
+COLUMNS = ("result", "setting", "measured", "theoretical", "verdict", "reason")
+_WIDTHS = {
+    "result": 38,
+    "setting": 50,
+    "measured": 14,
+    "theoretical": 14,
+    "verdict": 21,
+    "reason": 50,
+}
 
 
 def _cell(v: Any) -> str:
@@ -99,14 +111,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``convkit check``; returns the exit code."""
     args = _parser().parse_args(argv)
-    from convkit import theory_checks as tc
+    from convkit import bounds
+    from convkit.verdicts import CRASHED, VERDICTS
 
     if args.list:
-        for name in tc.CHECKS:
-            print(f"{name}: {', '.join(tc.COVERS[name])}")
+        for name in bounds.CHECKS:
+            print(f"{name}: {', '.join(bounds.COVERS[name])}")
         return 0
     try:
-        selected = tc.select(args.only)
+        selected = bounds.select(args.only)
     except ValueError as exc:
         print(f"convkit check: {exc}", file=sys.stderr)
         return 2
@@ -116,15 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
-    rows = tc.run_checks(quick=args.quick, only=selected, progress=progress)
+    rows = bounds.run_checks(quick=args.quick, only=selected, progress=progress)
     elapsed = time.perf_counter() - t0
     print(format_table(rows))
-    crashed = [r for r in rows if str(r["verdict"]).startswith("crashed")]
-    counts: dict[str, int] = {}
-    for r in rows:
-        key = str(r["verdict"]).split(" (")[0].split(":")[0]
-        counts[key] = counts.get(key, 0) + 1
-    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    crashed = [r for r in rows if r["verdict"] == CRASHED]
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no rows"
     print(
         f"\n{len(rows)} rows from {len(selected)} checks in {elapsed:.1f} s "
         f"({'quick' if args.quick else 'full'} mode): {summary}"
@@ -136,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(f"wrote {args.json}")
     for r in crashed:
         print(
-            f"\n{r['check']} crashed:\n{r.get('details', {}).get('traceback', '')}", file=sys.stderr
+            f"\n{r['check']} crashed: {r.get('reason', '')}\n"
+            f"{r.get('details', {}).get('traceback', '')}",
+            file=sys.stderr,
         )
     return 1 if crashed else 0
 

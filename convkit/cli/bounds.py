@@ -1,6 +1,6 @@
-"""``convkit bounds``: print the library of theoretical results.
+"""``convkit bounds``: print the library of theoretical results (:mod:`convkit.bounds`).
 
-Usage: ``convkit bounds [--latex] [--name NAME ...] [--kind KIND] [--json]``.
+Usage: ``convkit bounds [--latex] [--name NAME ...] [--kind KIND] [--json] [--list]``.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 success, 2 unknown name)."""
-    from convkit.bounds import library
+    from convkit.bounds import get, names
 
     args = _parser().parse_args(argv)
-    selected = library.names()
+    selected = names()
     if args.name:
         chosen = []
         for pattern in args.name:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(selected))
         return 0
-    results = [library.get(n) for n in selected]
+    results = [get(n) for n in selected]
     if args.kind:
         results = [r for r in results if r.kind == args.kind]
     if args.json:

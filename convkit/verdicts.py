@@ -1,0 +1,159 @@
+"""One verdict vocabulary for every theory-vs-simulation check (library checks and analyses).
+
+Every check row has a ``verdict`` from the fixed set :data:`VERDICTS` and a ``reason``: one
+sentence of detail (which bound, which interval, why undecided). The set:
+
+``holds``
+    the claim agrees with the measurement, and the measurement is precise enough to mean it:
+    an identity to its stated tolerance, a bound above every point within its standard errors,
+    or an exponent whose interval contains the claim *and* is narrow (rule below);
+``violated``
+    the measurement contradicts the claim (a point outside the bound by more than its SE, an
+    exponent interval that excludes the claimed value);
+``consistent_unresolved``
+    the claim lies inside the interval, but the interval is too wide to tell it from the
+    alternatives in play;
+``not_identifiable``
+    the setting cannot measure the quantity at all (fewer than the points a fit needs, every
+    threshold capped by the horizon, a quantity that does not exist in the setting);
+``inconclusive``
+    the measurement was made but cannot decide (a censored bracket, overlapping intervals, a
+    diverged run);
+``measured``
+    the row reports a measured quantity with no claim to hold it against;
+``crashed``
+    the check itself raised (the reason is the exception).
+
+**The exponent rule** (:func:`exponent_verdict`): with a two-sided interval ``[lo, hi]`` for a
+measured exponent and a claimed value ``e``,
+
+* ``violated`` if ``e`` lies outside ``[lo, hi]``;
+* otherwise ``holds`` if the half-width ``(hi - lo) / 2 <= 0.25`` (:data:`MAX_HALF_WIDTH`) and
+  the interval excludes every alternative exponent named by the caller (for N* in T, the
+  alternatives are 0 and 1: "no growth" and "as many rounds as MBA");
+* otherwise ``consistent_unresolved``.
+
+For a one-sided claim (``side="at_least"``: the exponent is at least ``e``, e.g. an
+``O(gamma^2)`` upper bound on a quantity that vanishes as ``gamma -> 0``; ``side="at_most"``
+the mirror image) an interval entirely on the claimed side ``holds``, one entirely on the other
+side is ``violated``, and one that contains ``e`` follows the two-sided rule.
+
+The half-width 0.25 is half the distance between the claimed exponents the theory confronts
+(1/2 against 0 and 1): an interval of that width around 1/2 cannot contain either alternative.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "CONSISTENT_UNRESOLVED",
+    "CRASHED",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "MAX_HALF_WIDTH",
+    "MEASURED",
+    "NOT_IDENTIFIABLE",
+    "VERDICTS",
+    "VIOLATED",
+    "check_verdict",
+    "exponent_verdict",
+    "interval_text",
+    "normalize_row",
+    "verdict_of",
+]
+
+HOLDS = "holds"
+VIOLATED = "violated"
+CONSISTENT_UNRESOLVED = "consistent_unresolved"
+NOT_IDENTIFIABLE = "not_identifiable"
+INCONCLUSIVE = "inconclusive"
+MEASURED = "measured"
+CRASHED = "crashed"
+
+#: the fixed set, in order of decisiveness
+VERDICTS: tuple[str, ...] = (
+    HOLDS,
+    VIOLATED,
+    CONSISTENT_UNRESOLVED,
+    NOT_IDENTIFIABLE,
+    INCONCLUSIVE,
+    MEASURED,
+    CRASHED,
+)
+
+#: largest interval half-width at which an exponent can "hold" (see the module docstring)
+MAX_HALF_WIDTH = 0.25
+
+
+def check_verdict(verdict: str) -> str:
+    """Return ``verdict`` if it is one of :data:`VERDICTS`, else raise ``ValueError``."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not one of {list(VERDICTS)}")
+    return verdict
+
+
+def interval_text(interval: Sequence[float]) -> str:
+    """``[lo, hi]`` with three significant digits."""
+    return f"[{float(interval[0]):.3g}, {float(interval[1]):.3g}]"
+
+
+def exponent_verdict(
+    interval: Sequence[float] | None,
+    claimed: float,
+    alternatives: Iterable[float] = (),
+    max_half_width: float = MAX_HALF_WIDTH,
+    side: str = "two",
+) -> tuple[str, str]:
+    """Verdict and reason for a measured exponent with two-sided ``interval`` against the
+    ``claimed`` exponent, by the rule of the module docstring.
+
+    ``interval=None`` (or non-finite ends) means the exponent could not be fitted:
+    ``not_identifiable``. ``alternatives`` are the competing exponents the claim must be told
+    apart from; a narrow interval that still contains one of them is ``consistent_unresolved``.
+    ``side`` is ``"two"`` (the exponent equals ``claimed``), ``"at_least"`` or ``"at_most"``.
+    """
+    if side not in ("two", "at_least", "at_most"):
+        raise ValueError(f"side must be 'two', 'at_least' or 'at_most', got {side!r}")
+    if interval is None:
+        return NOT_IDENTIFIABLE, "no exponent could be fitted in this setting"
+    lo, hi = float(interval[0]), float(interval[1])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return NOT_IDENTIFIABLE, f"interval {interval_text((lo, hi))} is unbounded"
+    iv = interval_text((lo, hi))
+    if side == "at_least" and lo > claimed:
+        return HOLDS, f"interval {iv} lies above {claimed:g}"
+    if side == "at_most" and hi < claimed:
+        return HOLDS, f"interval {iv} lies below {claimed:g}"
+    if not lo <= claimed <= hi:
+        return VIOLATED, f"interval {iv} excludes the claimed {claimed:g}"
+    half = (hi - lo) / 2
+    inside = [a for a in alternatives if lo <= a <= hi and a != claimed]
+    if half > max_half_width:
+        return (
+            CONSISTENT_UNRESOLVED,
+            f"interval {iv} contains {claimed:g} but its half-width {half:.2g} exceeds "
+            f"{max_half_width:g}",
+        )
+    if inside:
+        alts = ", ".join(f"{a:g}" for a in inside)
+        return CONSISTENT_UNRESOLVED, f"interval {iv} contains {claimed:g} and also {alts}"
+    return HOLDS, f"interval {iv} contains {claimed:g} (half-width {half:.2g})"
+
+
+def verdict_of(ok: bool | None, reason_ok: str = "", reason_bad: str = "") -> tuple[str, str]:
+    """``(holds, reason_ok)`` if ``ok``, ``(violated, reason_bad)`` if not, and
+    ``(inconclusive, ...)`` for ``None``: the common two-way test with its reason."""
+    if ok is None:
+        return INCONCLUSIVE, reason_bad or reason_ok
+    return (HOLDS, reason_ok) if ok else (VIOLATED, reason_bad)
+
+
+def normalize_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Check that a row's ``verdict`` is in the vocabulary and that it has a ``reason``
+    (empty string if none was given); returns the row."""
+    check_verdict(row["verdict"])
+    row.setdefault("reason", "")
+    return row
