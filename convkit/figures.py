@@ -6,16 +6,23 @@ Each module ``analyses/<name>.py`` of the repository exposes
 * ``run(quick: bool) -> pandas.DataFrame``: simulate or compute the data;
 * ``plot(data, outdir: Path) -> list[Path]``: write the figure files;
 * ``checks(data) -> list[dict]``: the claims the figure tests, each a dict with keys
-  ``result``, ``setting``, ``measured``, ``theoretical``, ``verdict``.
+  ``result``, ``setting``, ``measured``, ``theoretical``, ``verdict`` (one of
+  :data:`convkit.verdicts.VERDICTS`) and ``reason`` (the detail behind the verdict).
 
 For every analysis this writes ``<out>/<name>.csv`` (the data), its figures, and finally
 ``<out>/index.md`` (figures and check table) and ``<out>/checks.json``.  Data are written as
 each analysis finishes, so an interrupted run keeps what it computed.
+
+``checks_only=True`` (``convkit figures --checks-only``) simulates nothing: it reads each
+analysis' committed ``<out>/<name>.csv``, re-evaluates ``checks(data)`` and rewrites
+``checks.json`` and ``index.md`` (for example after a change of the verdict rule).
+
+This module is the pipeline (:func:`discover`, :func:`run_figures`, :func:`write_index`); the
+command line is :mod:`convkit.cli.figures`.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import pkgutil
@@ -41,23 +48,49 @@ def _load(analyses_dir: Path, name: str):
     return importlib.import_module(f"{analyses_dir.name}.{name}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    import matplotlib
+def _validated(name: str, rows: list[dict]) -> list[dict]:
+    """The check rows of analysis ``name``, each with a vocabulary verdict and a reason."""
+    from convkit.verdicts import VERDICTS
 
-    matplotlib.use("Agg")
-    p = argparse.ArgumentParser(prog="convkit figures", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small settings (for tests)")
-    p.add_argument("--only", nargs="*", default=None, help="analysis names to run")
-    p.add_argument("--out", default=str(REPO / "figures"), help="output directory")
-    p.add_argument("--analyses", default=str(REPO / "analyses"), help="analyses directory")
-    args = p.parse_args(list(argv) if argv is not None else None)
-    analyses_dir = Path(args.analyses).resolve()
+    for row in rows:
+        if row.get("verdict") not in VERDICTS:
+            raise ValueError(
+                f"analysis {name}: verdict {row.get('verdict')!r} of {row.get('result')!r} "
+                f"is not one of {list(VERDICTS)}"
+            )
+        row.setdefault("reason", "")
+    return rows
+
+
+def _mode_line(quick: bool, checks_only: bool) -> str:
+    if checks_only:
+        return (
+            "Checks re-evaluated from the committed data by `convkit figures --checks-only` "
+            "(data and figures from `make figures`)."
+        )
+    if quick:
+        return "Quick run: `convkit figures --quick` (reduced settings, not the committed set)."
+    return "Full run: `make figures` (`convkit figures`)."
+
+
+def run_figures(
+    names: Sequence[str] | None,
+    out: Path,
+    quick: bool,
+    analyses_dir: Path,
+    checks_only: bool = False,
+) -> int:
+    """Run the analyses ``names`` (None or empty: all of ``analyses_dir``) and write their data,
+    figures, ``checks.json`` and ``index.md`` into ``out``; with ``checks_only`` re-evaluate
+    the checks on the data already in ``out`` instead. Returns the exit code (0 success,
+    1 some analysis failed, 2 no analyses directory or unknown names)."""
+    analyses_dir = Path(analyses_dir).resolve()
     if not analyses_dir.is_dir():
         print(f"convkit figures: no analyses directory at {analyses_dir}", file=sys.stderr)
         return 2
-    out = Path(args.out)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    names = args.only or discover(analyses_dir)
+    names = list(names or discover(analyses_dir))
     unknown = set(names) - set(discover(analyses_dir))
     if unknown:
         print(f"convkit figures: unknown analyses {sorted(unknown)}", file=sys.stderr)
@@ -76,11 +109,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         mod = _load(analyses_dir, name)
         titles[name] = getattr(mod, "TITLE", name)
         try:
-            data = mod.run(quick=args.quick)
-            data.to_csv(out / f"{name}.csv", index=False)
-            written = mod.plot(data, out)
+            if checks_only:
+                import pandas as pd
+
+                data = pd.read_csv(out / f"{name}.csv")
+                written = sorted(out.glob(f"{name}*.png"))
+            else:
+                data = mod.run(quick=quick)
+                data.to_csv(out / f"{name}.csv", index=False)
+                written = mod.plot(data, out)
             files[name] = [Path(f).name for f in written]
-            all_checks[name] = mod.checks(data)
+            all_checks[name] = _validated(name, mod.checks(data))
         except Exception as exc:  # keep going: report the failure at the end
             import traceback
 
@@ -91,32 +130,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{name}] {len(written)} figure(s) in {time.perf_counter() - t0:.1f} s")
         for c in all_checks[name]:
             print(f"    {c['verdict']:<14} {c['result']}: measured {c['measured']}")
-    _write_index(out, titles, files, all_checks)
+    write_index(out, titles, files, all_checks, _mode_line(quick, checks_only))
     if failed:
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
 
 
-def _write_index(out: Path, titles: dict, files: dict, checks: dict) -> None:
-    lines = ["# convkit figures", "", "Generated by `make figures` (`convkit figures`).", ""]
+def _cell(v: object) -> str:
+    """A table cell: floats to 4 significant digits, no ``None``, no ``|``."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v).replace("|", "/")
+
+
+def write_index(
+    out: Path,
+    titles: dict,
+    files: dict,
+    checks: dict,
+    mode: str = "Full run: `make figures` (`convkit figures`).",
+) -> None:
+    """Write ``out/index.md``: the mode line, then per analysis (sorted) its title, figures and
+    check table (result, setting, measured, theoretical, verdict, reason)."""
+    from convkit.verdicts import VERDICTS
+
+    lines = ["# convkit figures", "", mode, ""]
+    lines += [
+        "Verdicts (one vocabulary, `convkit.verdicts`): "
+        + ", ".join(f"`{v}`" for v in VERDICTS)
+        + ". An exponent holds only when its interval contains the claim and its half-width is "
+        "at most 0.25.",
+        "",
+    ]
     for name in sorted(checks):
         lines += [f"## {name}", "", titles.get(name, ""), ""]
         pngs = files.get(name) or [f.name for f in sorted(out.glob(f"{name}*.png"))]
         lines += [f"![{f}]({f})" for f in pngs if f.endswith(".png")]
         lines += [
             "",
-            "| result | setting | measured | theoretical | verdict |",
-            "|---|---|---|---|---|",
+            "| result | setting | measured | theoretical | verdict | reason |",
+            "|---|---|---|---|---|---|",
         ]
         for c in checks[name]:
-            lines.append(
-                f"| {c['result']} | {c['setting']} | {c['measured']} | {c['theoretical']} "
-                f"| {c['verdict']} |"
-            )
+            cells = [c.get(k) for k in ("result", "setting", "measured", "theoretical")]
+            cells += [c["verdict"], c.get("reason", "")]
+            lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
         lines.append("")
     (out / "index.md").write_text("\n".join(lines))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

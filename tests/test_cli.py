@@ -10,6 +10,7 @@ import pytest
 
 from convkit.cli import main
 from convkit.figures import REPO, discover
+from convkit.verdicts import VERDICTS
 
 
 def test_help_lists_commands(capsys):
@@ -61,5 +62,6 @@ def test_every_analysis_runs_quick_and_writes_its_figure(name, tmp_path):
     checks = json.loads((tmp_path / "checks.json").read_text())[name]
     assert checks, "an analysis must state at least one check"
     for c in checks:
-        assert set(c) >= {"result", "setting", "measured", "theoretical", "verdict"}
+        assert set(c) >= {"result", "setting", "measured", "theoretical", "verdict", "reason"}
+        assert c["verdict"] in VERDICTS, c
     assert (tmp_path / "index.md").read_text().count("|") > 5

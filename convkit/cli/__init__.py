@@ -1,0 +1,57 @@
+"""The ``convkit`` command line: the dispatcher of its subcommands.
+
+Subcommands (one module each, ``convkit.cli.<name>`` with ``main(argv) -> int``, imported only
+when used):
+
+* ``convkit figures [--quick] [--only NAME] [--out DIR]``: run every analysis in
+  ``analyses/`` and write its figures, data (CSV) and the check table
+  (:mod:`convkit.cli.figures`, pipeline in :mod:`convkit.figures`);
+* ``convkit bounds``: print the library of theoretical results (:mod:`convkit.cli.bounds`);
+* ``convkit check [--quick] [--json PATH]``: theory-vs-simulation checks, as a table
+  (:mod:`convkit.cli.check`);
+* ``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR]``: parameter sweeps
+  (:mod:`convkit.cli.sweep`);
+* ``convkit simulate``: one Local-SGD run from the command line, printed as a table
+  (:mod:`convkit.cli.simulate`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+# subcommand -> help; each is implemented by convkit.cli.<subcommand>.main(argv) -> int
+_COMMANDS: dict[str, str] = {
+    "bounds": "print the library of theoretical results",
+    "check": "run the theory-vs-simulation checks",
+    "sweep": "run a parameter sweep from a TOML spec",
+    "figures": "reproduce every figure",
+    "simulate": "one Local-SGD run printed as a table",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``convkit`` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        lines = ["usage: convkit COMMAND [options]", "", "commands:"]
+        lines += [f"  {name:<10} {help_}" for name, help_ in _COMMANDS.items()]
+        lines += ["", "Run `convkit COMMAND --help` for a command's options."]
+        print("\n".join(lines))
+        return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from convkit import __version__
+
+        print(__version__)
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in _COMMANDS:
+        print(
+            f"convkit: unknown command {name!r}; choose from {sorted(_COMMANDS)}", file=sys.stderr
+        )
+        return 2
+    module = importlib.import_module(f"convkit.cli.{name}")
+    return int(module.main(rest) or 0)
