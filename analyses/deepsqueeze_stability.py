@@ -52,9 +52,10 @@ import numpy as np
 import pandas as pd
 
 import convkit as ck
+from convkit import verdicts as V
 from convkit.algorithms.decentralized import DeepSqueeze
 from convkit.bounds import fit_constants
-from convkit.bounds.library import get as get_result
+from convkit.bounds import get as get_result
 from convkit.compression import TopK
 from convkit.simulate import DivergenceWarning
 from convkit.topology import complete, ring, torus
@@ -353,11 +354,14 @@ def checks(data: pd.DataFrame) -> list[dict]:
         bounds(a)[0] > bounds(b)[1] for a, b in pairs if "bracketed" == a.status == b.status
     )
     if strict:
-        verdict = "holds"
+        verdict, reason = V.HOLDS, "brackets ordered and disjoint for every consecutive pair"
     elif reversed_:
-        verdict = "does not hold"
+        verdict, reason = V.VIOLATED, "a smaller k/d has a larger limit"
     else:
-        verdict = "not resolved for every pair (overlapping or equally censored brackets)"
+        verdict, reason = (
+            V.INCONCLUSIVE,
+            "not resolved for every pair (overlapping or equally censored brackets)",
+        )
     out.append(
         {
             "result": "largest stable eta of DeepSqueeze shrinks as k/d shrinks",
@@ -365,6 +369,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             "measured": "; ".join(f"k/d={r.fraction:g}: {_fmt_eta(r)}" for r in rs),
             "theoretical": "decreasing as k/d decreases (theory note; needs a contraction)",
             "verdict": verdict,
+            "reason": reason,
         }
     )
     sub = eta[(eta.fraction == 0.1) & (eta.topology == "ring")].sort_values("gap")
@@ -378,7 +383,8 @@ def checks(data: pd.DataFrame) -> list[dict]:
             "theoretical": "no explicit claim; [derived] the eigenvalues of W_eta are "
             "1 - eta (1 - lambda_i), and every even ring has lambda_n = -1/3, so a limit set "
             "by the most negative mode would not depend on P",
-            "verdict": "measured",
+            "verdict": V.MEASURED,
+            "reason": "no published claim about the ring size",
         }
     )
     # hypothesis stated before the odd ring was run: the limit is set by the most negative
@@ -390,9 +396,13 @@ def checks(data: pd.DataFrame) -> list[dict]:
         plo, phi = r8.eta_lo * scale, r8.eta_hi * scale
         if r5.status == "bracketed":
             overlap = r5.eta_lo <= phi and plo <= r5.eta_hi
-            v = "consistent" if overlap else "not consistent"
+            v, why = (
+                (V.HOLDS, "the P=5 bracket overlaps the prediction")
+                if overlap
+                else (V.VIOLATED, "the P=5 bracket lies outside the prediction")
+            )
         else:
-            v = "inconclusive (P=5 limit censored)"
+            v, why = V.INCONCLUSIVE, "the P=5 limit is censored"
         out.append(
             {
                 "result": "largest stable eta is set by the most negative eigenvalue of W: "
@@ -403,6 +413,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 "theoretical": f"predicted [{plo:.3g}, {phi:.3g}] (P=8 bracket times "
                 f"(1-lambda_n(8))/(1-lambda_n(5)) = {scale:.3f})",
                 "verdict": v,
+                "reason": why,
             }
         )
     # second hypothesis, formed after the odd ring gave the same limit as the even rings
@@ -428,25 +439,27 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 txt.append(f"{h} predicts [{plo:.3g}, {phi:.3g}]{' (ok)' if ok else ''}")
             parts.append(f"{_short(r)}: {_fmt_eta(r)}; " + ", ".join(txt))
         n_o = len(other)
+        # the row's claim is the self-weight hypothesis; lambda_n is the alternative
         if hits["self-weight"] == n_o and hits["lambda_n"] < n_o:
-            v = "self-weight hypothesis consistent, lambda_n hypothesis not"
+            v, why = V.HOLDS, "self-weight hypothesis consistent on every graph, lambda_n not"
         elif hits["lambda_n"] == n_o and hits["self-weight"] < n_o:
-            v = "lambda_n hypothesis consistent, self-weight hypothesis not"
+            v, why = V.VIOLATED, "lambda_n hypothesis consistent on every graph, self-weight not"
         elif hits["lambda_n"] == hits["self-weight"] == n_o:
-            v = "both consistent (not discriminated)"
+            v, why = V.CONSISTENT_UNRESOLVED, "both consistent (not discriminated)"
         else:
-            v = "neither hypothesis consistent on every graph"
+            v, why = V.VIOLATED, "neither hypothesis consistent on every graph"
         out.append(
             {
-                "result": "what sets the largest stable eta: self-weight, eta* (1 - W_ii) = "
-                "const, vs most negative eigenvalue, eta* (1 - lambda_n) = const [hypotheses, "
-                "formed here after the ring results]",
+                "result": "the self-weight sets the largest stable eta, eta* (1 - W_ii) = "
+                "const, rather than the most negative eigenvalue, eta* (1 - lambda_n) = const "
+                "[hypotheses, formed here after the ring results]",
                 "setting": base + "; top-k k/d=0.1; uniform-weight K8 (W_ii = 1/8, "
                 "lambda_n = 0) and 4x4 torus (W_ii = 1/5, lambda_n = -0.6), scaled from the "
                 "ring P=8 bracket",
                 "measured": "; ".join(parts),
                 "theoretical": "hypotheses (no published claim)",
                 "verdict": v,
+                "reason": why,
             }
         )
     fits = fit_c2(data).set_index(["P", "fraction"])
@@ -469,21 +482,22 @@ def checks(data: pd.DataFrame) -> list[dict]:
         r = rate[(rate.P == P) & (rate.fraction == f) & (rate["T"] == Tmax)]
         return float(r["consensus"].iloc[0])
 
-    def compare(a, b) -> tuple[str, str]:
+    def compare(a, b) -> tuple[str, str, str]:
         """Is C_2(a) > C_2(b)? Verdict by the log difference against 2 SE (independent fits)."""
         (ca, sa), (cb, sb) = c2(*a), c2(*b)
         diff, se = np.log(ca) - np.log(cb), float(np.hypot(sa, sb))
         txt = f"C_2(P={a[0]},k/d={a[1]})={ca:.3g} (log-SE {sa:.2f}) vs C_2(P={b[0]},k/d={b[1]})"
         txt += f"={cb:.3g} (log-SE {sb:.2f}); time-averaged consensus distance at T={Tmax}: "
         txt += f"{cons(*a):.3g} vs {cons(*b):.3g}"
+        why = f"log ratio {diff:.2f} against 2 SE = {2 * se:.2f}"
         if diff > 2 * se:
-            return txt, "holds"
+            return txt, V.HOLDS, why
         if diff < -2 * se:
-            return txt, "does not hold (reversed)"
-        return txt, "inconclusive (within 2 SE)"
+            return txt, V.VIOLATED, why + " (reversed)"
+        return txt, V.INCONCLUSIVE, why + " (within 2 SE)"
 
     for P in (8, 16):
-        txt, v = compare((P, 0.1), (P, 0.25))
+        txt, v, why = compare((P, 0.1), (P, 0.25))
         out.append(
             {
                 "result": "C_2 grows with the compression error (k/d 0.25 -> 0.1)",
@@ -491,10 +505,11 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 "measured": txt,
                 "theoretical": "C_2(k/d=0.1) > C_2(k/d=0.25) (Tang et al. 2019, as summarized)",
                 "verdict": v,
+                "reason": why,
             }
         )
     for f in (0.25, 0.1):
-        txt, v = compare((16, f), (8, f))
+        txt, v, why = compare((16, f), (8, f))
         out.append(
             {
                 "result": "C_2 shrinks with connectivity (ring P=16, gap 0.051 -> P=8, gap 0.195)",
@@ -502,6 +517,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 "measured": txt,
                 "theoretical": "C_2(P=16) > C_2(P=8)",
                 "verdict": v,
+                "reason": why,
             }
         )
     rms = ", ".join(
@@ -517,7 +533,9 @@ def checks(data: pd.DataFrame) -> list[dict]:
             "measured": rms,
             "theoretical": "rms weighted residual ~ 1 SE if the shape fits; the step limit is "
             "a sufficient condition only",
-            "verdict": "measured",
+            "verdict": V.MEASURED,
+            "reason": "the step limit is a sufficient condition only; the fit quality is "
+            "reported, not judged",
         }
     )
     return out

@@ -17,7 +17,7 @@ Method (all choices are ours where the paper is silent):
   matters.
 * Steps ``gamma_k = C k^-alpha``, ``alpha in {0.6, 0.75, 0.9}``, ``C = 0.5 gamma*`` with
   ``gamma*`` the exact mean-square stability limit of constant-step SGD at ``k = 1``
-  (:func:`convkit.bounds.derivations.sgd_stability_limit`) for the least-squares curvature
+  (:func:`convkit.bounds.sgd_stability.sgd_stability_limit`) for the least-squares curvature
   ``H`` and, for logistic regression, for ``H / 4`` (the per-sample Hessian
   ``sigmoid'(t) x x^T <= x x^T / 4``, so ``H / 4`` is the largest local curvature).
 * For each ``(problem, alpha, P, T)``: one :func:`convkit.simulate` call with MBA and Local-SGD
@@ -39,8 +39,10 @@ Method (all choices are ours where the paper is silent):
 * Exponents: :func:`convkit.checks.fit_exponent` (weighted log-log slope) of ``N*`` in ``T``
   at ``P = 16`` and in ``P`` at ``T = 2^14``, on the interior points only (at least 3); the
   interval is widened by ``sqrt(chi2/dof)`` when the power law fits worse than the standard
-  errors allow.  Verdict "holds" if 1/2 is inside, "does not hold" if outside, "not
-  identifiable" with fewer than 3 interior points.
+  errors allow.  Verdict by :func:`convkit.verdicts.exponent_verdict` against 1/2 with the
+  alternatives 0 and 1 ("violated" if 1/2 is outside, "holds" only if the half-width is at
+  most 0.25 and 0 and 1 are outside, "consistent_unresolved" otherwise); "not_identifiable"
+  with fewer than 3 interior points.
 * Cross-check (least squares): the exact engine (:mod:`convkit.exact`) gives the exact
   ``err(N)/err(MBA)`` on the same grid and the exact ``N*`` (bisection over all integers).
 """
@@ -57,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 import convkit as ck
+from convkit import verdicts as V
 from convkit.checks import find_threshold, fit_exponent
 
 TITLE = (
@@ -127,7 +130,7 @@ def make_problem(name: str) -> tuple[Any, float, np.ndarray]:
     """``(problem, C, theta0)`` for ``"least_squares"`` or ``"logistic"`` (see the module
     docstring); ``C = C_FRAC`` times the mean-square stability limit of constant-step SGD for
     the largest curvature (``H``, resp. ``H / 4``)."""
-    from convkit.bounds.derivations import sgd_stability_limit
+    from convkit.bounds.sgd_stability import sgd_stability_limit
 
     if name == "least_squares":
         prob = ck.LeastSquares.gaussian(D, spectrum="flat", noise=1.0, theta_star=np.zeros(D))
@@ -452,13 +455,17 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                             f"{f['slope']:.2f} [{lo:.2f}, {hi:.2f}] "
                             f"(chi2/dof {f['chi2_dof']:.1f}, {f['n_points']} points)"
                         )
-                        verdict = "holds" if lo <= 0.5 <= hi else "does not hold"
+                        verdict, reason = V.exponent_verdict((lo, hi), 0.5, alternatives=(0.0, 1.0))
                     else:
                         measured = (
                             f"N* interior at {f['n_points']}/{f['n_settings']} "
                             f"settings ({f['statuses']})"
                         )
-                        verdict = "not identifiable"
+                        verdict = V.NOT_IDENTIFIABLE
+                        reason = (
+                            f"fewer than {MIN_POINTS} settings with an interior N* "
+                            "(1 < N* < n) to fit"
+                        )
                     out.append(
                         dict(
                             result=f"exponent of N* in {var} (Monte Carlo, {problem})",
@@ -469,6 +476,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                             measured=measured,
                             theoretical=0.5,
                             verdict=verdict,
+                            reason=reason,
                             slope=None if not np.isfinite(f["slope"]) else float(f["slope"]),
                             interval=[float(v) for v in f["interval"]],
                             n_points=f["n_points"],
@@ -489,9 +497,10 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                         setting=f"{problem}, alpha={alpha}, T={int(T0)}",
                         measured=meas,
                         theoretical="> 1",
-                        verdict="holds"
-                        if bool((z > 3).all())
-                        else ("holds for some P" if bool((z > 3).any()) else "does not hold"),
+                        verdict=V.HOLDS if bool((z > 3).all()) else V.VIOLATED,
+                        reason=(
+                            f"gap above 3 paired SE for {int((z > 3).sum())} of {len(z)} P"
+                        ),
                     )
                 )
     ls = df[(df.problem == "least_squares") & (df.kind == "curve")]
@@ -510,7 +519,8 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                     f"{np.mean(np.abs(zs) <= 3):.0%}, mean z {zs.mean():+.2f}"
                 ),
                 theoretical=0.0,
-                verdict="holds" if np.abs(zs).max() <= zc else "does not hold",
+                verdict=V.HOLDS if np.abs(zs).max() <= zc else V.VIOLATED,
+                reason=f"max |z| {np.abs(zs).max():.2f} against the Bonferroni bound {zc:.2f}",
             )
         )
     lt = df[(df.problem == "least_squares") & (df.kind == "threshold")]
@@ -546,7 +556,11 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                     f"suffices' with exact N* > 1: {contra}/{len(osa)} (allowed {allowed_osa})"
                 ),
                 theoretical="agreement",
-                verdict="holds" if misses <= allowed and contra <= allowed_osa else "does not hold",
+                verdict=V.HOLDS if misses <= allowed and contra <= allowed_osa else V.VIOLATED,
+                reason=(
+                    f"{misses} misses (allowed {allowed}), {contra} contradicted 'OSA suffices' "
+                    f"(allowed {allowed_osa})"
+                ),
             )
         )
     return out

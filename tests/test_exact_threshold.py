@@ -71,7 +71,7 @@ def test_study_module_api(tmp_path):
     df["interior"] = (df.N_star > 1) & (df.N_star < df.n)
     res = mod.checks(df)
     assert res and all(
-        set(c) == {"result", "setting", "measured", "theoretical", "verdict"} for c in res
+        set(c) == {"result", "setting", "measured", "theoretical", "verdict", "reason"} for c in res
     )
     files = mod.plot(df, tmp_path)
     assert all(Path(f).exists() for f in files)
