@@ -1,0 +1,31 @@
+"""The code blocks of ARCHITECTURE.md run as they stand (each in a fresh interpreter, so that
+the example registrations do not leak into the rest of the suite)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[1] / "ARCHITECTURE.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_doc_has_examples():
+    assert len(BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_example_runs(index, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCKS[index]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip(), "every example prints its outcome"
