@@ -500,13 +500,17 @@ def test_cache_rejects_entry_of_other_setting(tmp_path):
 
 
 def test_failures_reported_and_others_continue(tmp_path, capsys):
-    # gradients = 24 is not a multiple of workers = 5, and alpha = 1.5 is out of range:
-    # both fail when the configuration is built or run, not when the spec is read
+    # gradients = 24 is not a multiple of workers = 5, and alpha = 1.5 is out of range: the
+    # spec is refused when read (test_sweep_hardening.py); with check=False both fail when
+    # the configuration is built or run, and the others continue
     spec = tiny(
         steps=None,
         gradients=24,
         grid={"algorithm.workers": [2, 3, 5], "algorithm.step.alpha": [0.75, 1.5]},
     )
+    with pytest.raises(sw.SpecError, match="4 of 6 configurations are invalid"):
+        sw.Sweep.from_dict(spec)
+    spec = sw.Sweep.from_dict(spec, check=False)
     res = run_quiet(spec, tmp_path)
     s = res.summary
     assert s.total == 6 and s.computed == 2 and len(s.failed) == 4
@@ -564,7 +568,7 @@ def test_main_runs_and_reports(tmp_path, capsys):
     assert len(sw.load(out).frame) > 0
 
 
-def test_main_errors(tmp_path, capsys):
+def test_main_errors(tmp_path, capsys, monkeypatch):
     spec = tmp_path / "s.toml"
     spec.write_text(BASE_TOML.replace("d = 4", "d = 4.5"))
     assert sw.main([str(spec), "--out", str(tmp_path / "o")]) == 2
@@ -574,6 +578,17 @@ def test_main_errors(tmp_path, capsys):
     assert sw.main([str(spec)]) == 2  # --out is required
     assert sw.main([str(spec), "--out", "o", "--dask", "--scheduler", "tcp://x:1"]) == 2
     spec.write_text(BASE_TOML.replace("gradients = 64", "gradients = 63"))
+    # a value error is a spec error (before anything runs), not a failed configuration
+    assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet"]) == 2
+    assert "gradients must be a multiple" in capsys.readouterr().err
+    # a configuration failing at run time: exit status 1
+
+    def failing(tasks):
+        for t in tasks:
+            yield {"index": t["index"], "key": t["key"], "ok": False, "error": "boom"}
+
+    monkeypatch.setattr("convkit.sweep.runner._serial", failing)
+    spec.write_text(BASE_TOML)
     assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet"]) == 1
     assert "FAILED" in capsys.readouterr().out
 
@@ -600,9 +615,13 @@ def test_imports_option(tmp_path):
 
 
 def test_decentralized_kind_from_lazy_registry(tmp_path):
-    pytest.importorskip("convkit.algorithms.decentralized")
-    if "dpsgd" not in sw.kinds("algorithm"):
-        pytest.skip("no D-PSGD class exported by convkit.algorithms.decentralized")
+    # the module is part of the project: a broken registration fails here, never skips
+    import convkit.algorithms.decentralized  # noqa: F401
+    from convkit.sweep import registry
+
+    kinds = sw.kinds("algorithm")
+    assert registry._LAZY_ERRORS == {}, registry._LAZY_ERRORS
+    assert "dpsgd" in kinds, f"no D-PSGD kind registered; algorithm kinds: {kinds}"
     spec = tiny(grid={"algorithm.topology.kind": ["ring", "complete"]})
     spec["algorithm"] = {
         "kind": "dpsgd",
@@ -619,7 +638,8 @@ def test_decentralized_kind_from_lazy_registry(tmp_path):
 
 
 def test_all_failed_still_writes_output(tmp_path):
-    res = run_quiet(tiny(steps=None, gradients=7, grid={"algorithm.workers": [2, 4]}), tmp_path)
+    spec = tiny(steps=None, gradients=7, grid={"algorithm.workers": [2, 4]})
+    res = run_quiet(sw.Sweep.from_dict(spec, check=False), tmp_path)
     assert len(res.summary.failed) == 2 and res.summary.computed == 0
     assert res.frame.empty and "algorithm.workers" in res.frame.columns
     assert sw.load(tmp_path).frame.empty
@@ -681,9 +701,12 @@ def test_params_from_signature():
         )
 
 
-def test_logistic_alias_when_available():
-    if "logistic_regression_gaussian" not in sw.kinds("problem"):
-        pytest.skip("convkit.problems.logistic not available")
+def test_logistic_alias():
+    from convkit.sweep import registry
+
+    kinds = sw.kinds("problem")
+    assert registry._LAZY_ERRORS == {}, registry._LAZY_ERRORS
+    assert "logistic_regression_gaussian" in kinds, f"problem kinds: {kinds}"
     s = sw.Sweep.from_dict(tiny(grid=None) | {"problem": {"kind": "logistic", "d": 3}})
     p = s.configurations[0].setting["problem"]
     assert p["kind"] == "logistic_regression_gaussian" and p["d"] == 3

@@ -9,16 +9,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from convkit.sweep.cache import Cache
-from convkit.sweep.errors import SpecError
-from convkit.sweep.runner import run
+from convkit.sweep.errors import SpecError, SweepOutputError
+from convkit.sweep.runner import _check_output, run
 from convkit.sweep.spec import Sweep
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR] [--quiet]``.
+    """``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR] [--quiet]
+    [--overwrite] [--dry-run]``.
 
     Exit status: 0 when every configuration succeeded, 1 when some failed, 2 for an invalid
-    spec or command line.
+    spec or command line, or an output directory that holds another sweep, is in use or is
+    damaged.
     """
     p = argparse.ArgumentParser(
         prog="convkit sweep",
@@ -34,6 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--scheduler", default=None, help="address of a running Dask scheduler")
     p.add_argument("--cache", default=None, help="cache directory (default: OUT/cache)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the output of a different sweep found in --out",
+    )
     p.add_argument(
         "--dry-run", action="store_true", help="validate and list the configurations only"
     )
@@ -53,17 +60,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = Cache(args.cache if args.cache else Path(args.out) / "cache")
         cached = sum(store.get(c.key, c.setting) is not None for c in sweep.configurations)
         print(f"{len(sweep)} configurations ({cached} cached), grid keys {sweep.grid_keys}")
+        if not args.overwrite:
+            try:
+                _check_output(Path(args.out), sweep, False)
+            except SweepOutputError as exc:
+                print(f"  note: running it would fail: {exc}")
         for c in sweep.configurations:
             print(f"  [{c.index}] {c.key[:12]} {c.params}")
         return 0
-    result = run(
-        sweep,
-        args.out,
-        jobs=args.jobs,
-        dask=args.dask,
-        scheduler=args.scheduler,
-        cache=args.cache,
-        progress=not args.quiet,
-    )
+    try:
+        result = run(
+            sweep,
+            args.out,
+            jobs=args.jobs,
+            dask=args.dask,
+            scheduler=args.scheduler,
+            cache=args.cache,
+            progress=not args.quiet,
+            overwrite=args.overwrite,
+        )
+    except SweepOutputError as exc:
+        print(f"convkit sweep: {exc}", file=sys.stderr)
+        return 2
     print(result.summary)
     return 0 if result.summary.ok else 1

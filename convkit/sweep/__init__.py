@@ -53,8 +53,15 @@ so equivalent spellings share one cache entry.
 
 **Errors.**  Unknown keys, unknown kinds, empty or duplicated grids, zipped groups of unequal
 length and wrong types raise :class:`SpecError`, which names the key and, for a TOML file, the
-line.  Range errors raised by the constructors themselves (``alpha = 2``) are reported per
-configuration at run time: that configuration fails, the others continue.
+line.  Then every configuration's objects are built once (:mod:`convkit.sweep.preflight`):
+range errors of the constructors (``alpha = 2``), ``gradients`` not a multiple of ``P b``, bad
+record options, and ``[record]`` names (``metrics``, ``iterates``) that the configuration's
+problem and algorithms do not report are collected over the whole sweep and raised as one
+:class:`SpecError` listing each distinct message with the number of configurations it affects
+and the first of them (``Sweep(..., check=False)`` skips this; such a configuration then fails
+at run time while the others continue).  An output directory holding a different sweep, in
+use by another sweep (lock file ``<out>/.lock``) or with a damaged ``sweep.json`` raises
+:class:`SweepOutputError`.
 
 **Seeds.**  Configuration ``c`` runs with seed
 ``derive_seed(sweep_seed, setting_c without "record").generate_state(1)[0]``
@@ -82,11 +89,14 @@ by the OS, a lost cluster), what arrived is committed and the rest is reported a
 **Executors.**  ``jobs=1``: serial in-process; otherwise joblib (loky processes; ``jobs=None``
 or ``-1``, the default, uses all cores); ``dask=True``: an embedded :class:`distributed.LocalCluster` (processes);
 ``scheduler="tcp://host:port"``: a running Dask cluster.  Results are bit-for-bit identical.
+joblib workers exit when the sweep's process dies, even by SIGKILL (a thread in each worker
+watches its parent process).
 
 **Output.**  ``<out>/frame.parquet`` (CSV without pyarrow): the result frames of all
 configurations, in configuration order, with the columns ``config_id``, ``config_key``, one
 column per grid key (named by the key; ``grid.<key>`` if it collides with a result column;
-tables and lists as JSON text) and the :data:`convkit.result.FRAME_COLUMNS`.  ``<out>/sweep.json``:
+tables and lists as JSON text) and the :data:`convkit.result.FRAME_COLUMNS`.  Files are
+created with the user's umask (``0o666 & ~umask``).  ``<out>/sweep.json``:
 the spec, every configuration with its status, the summary and versions.  :func:`load` reads
 both back.  The CLI is :func:`main` (``convkit sweep`` / ``python -m convkit.sweep``).
 """
@@ -103,7 +113,7 @@ from convkit.sweep.cache import CacheEntry as CacheEntry
 from convkit.sweep.cache import atomic_write as atomic_write
 from convkit.sweep.cache import frame_from_bytes as frame_from_bytes
 from convkit.sweep.cache import frame_to_bytes as frame_to_bytes
-from convkit.sweep.errors import SpecError
+from convkit.sweep.errors import SpecError, SweepOutputError
 from convkit.sweep.errors import _Context as _Context
 from convkit.sweep.errors import toml_positions as toml_positions
 from convkit.sweep.executors import _execute as _execute
@@ -124,6 +134,7 @@ __all__ = [
     "Param",
     "SpecError",
     "Sweep",
+    "SweepOutputError",
     "SweepResult",
     "SweepSummary",
     "build",

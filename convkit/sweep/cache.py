@@ -105,6 +105,21 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it
+    (``/proc/self/status``); elsewhere set and restored at once."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(
     path: str | os.PathLike, data: bytes, *, fsync: bool = True, fsync_dir: bool = True
 ) -> None:
@@ -114,13 +129,16 @@ def atomic_write(
 
     A reader sees the old file or the complete new one, never a partial file, whatever
     happens to the writing process (SIGKILL included); the fsyncs make the new file durable
-    against a crash of the machine as well.
+    against a crash of the machine as well.  The file gets mode ``0o666 & ~umask``, as
+    ``open`` would give it (``mkstemp`` alone gives ``0o600``).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fh.fileno(), 0o666 & ~_umask())
             fh.write(data)
             fh.flush()
             if fsync:

@@ -146,3 +146,9 @@ class _Context:
 def _suggest(word: str, options: Iterable[str]) -> str:
     close = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class SweepOutputError(ValueError):
+    """An output directory that cannot be used as asked: it holds another sweep (pass
+    ``overwrite``), another process is running a sweep in it, or its ``sweep.json`` is
+    damaged.  The message is one line naming the directory or the file."""

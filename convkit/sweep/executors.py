@@ -76,10 +76,48 @@ def _serial(tasks: list[dict]) -> Iterator[dict]:
         yield _execute(t)
 
 
+#: seconds between two checks of the parent process by a worker's watchdog thread
+_WATCH_INTERVAL = 0.5
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit this process (at once, no cleanup) as soon as process ``parent`` is gone."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(1)
+        time.sleep(_WATCH_INTERVAL)
+
+
+def _worker_init(parent: int) -> None:
+    """Initializer of the joblib (loky) worker processes: die with the sweep's process.
+
+    Loky keeps idle workers for minutes (its reusable executor) and does not notice a parent
+    killed by SIGKILL.  A daemon thread in each worker watches ``os.getppid()``, which
+    changes when the parent dies and the worker is re-parented, and ends the worker within
+    :data:`_WATCH_INTERVAL` seconds; a parent that died before this ran is caught at once.
+    ``prctl(PR_SET_PDEATHSIG)`` is not used: it fires when the *thread* that spawned the
+    worker exits, and loky may spawn workers from a thread that ends while the reusable
+    executor lives on.
+    """
+    import threading
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(
+        target=_watch_parent, args=(parent,), name="convkit-watch-parent", daemon=True
+    ).start()
+
+
 def _joblib(tasks: list[dict], jobs: int) -> Iterator[dict]:
     from joblib import Parallel, delayed
 
-    par = Parallel(n_jobs=jobs, return_as="generator_unordered")
+    par = Parallel(
+        n_jobs=jobs,
+        backend="loky",
+        return_as="generator_unordered",
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    )
     yield from par(delayed(_execute)(t) for t in tasks)
 
 

@@ -184,6 +184,9 @@ def _lookup(category: str, kind: Any) -> Kind | None:
 # ----------------------------------------------------------------- built-in kinds
 _BUILTINS_DONE = False
 _LAZY_DONE = False
+#: modules of the project whose kinds could not be registered: module -> "Error: message"
+#: (named in "unknown kind" errors; a module that does not exist is not an error)
+_LAZY_ERRORS: dict[str, str] = {}
 #: (category, module, base class path) scanned lazily for subclasses to register
 _LAZY_MODULES = (
     ("problem", "convkit.problems.logistic"),
@@ -316,9 +319,12 @@ def _register_lazy() -> None:
     for category, modname in _LAZY_MODULES:
         try:
             mod = importlib.import_module(modname)
-        except ImportError:
+        except ModuleNotFoundError as exc:
+            if exc.name != modname:  # the module exists but one of its imports is missing
+                _LAZY_ERRORS[modname] = f"{type(exc).__name__}: {exc}"
             continue
-        except Exception:  # pragma: no cover - a module under construction may not import
+        except Exception as exc:  # a broken module: its kinds are missing, and we say why
+            _LAZY_ERRORS[modname] = f"{type(exc).__name__}: {exc}"
             continue
         names = getattr(mod, "__all__", None) or [n for n in dir(mod) if not n.startswith("_")]
         for attr in names:
@@ -332,7 +338,8 @@ def _register_lazy() -> None:
                 continue
             try:
                 register(category, key, obj, aliases=(attr.lower(),))
-            except Exception:  # pragma: no cover - unusual signatures
+            except Exception as exc:  # pragma: no cover - unusual signatures
+                _LAZY_ERRORS[f"{modname}.{attr}"] = f"{type(exc).__name__}: {exc}"
                 continue
             # problems built from arrays usually offer scalar-parameter constructors
             # (LogisticRegression.gaussian(d, spectrum, ...)): register them as <kind>_<name>

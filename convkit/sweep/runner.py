@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from convkit.sweep.cache import (
     frame_from_bytes,
     frame_to_bytes,
 )
+from convkit.sweep.errors import SweepOutputError
 from convkit.sweep.executors import _dask, _joblib, _serial
 from convkit.sweep.spec import Sweep
 
@@ -85,11 +87,30 @@ class SweepSummary:
 
 @dataclass
 class SweepResult:
-    """The tidy frame of a whole sweep, its metadata and (after :func:`run`) the summary."""
+    """The tidy frame of a whole sweep, its metadata and (after :func:`run`) the summary.
+
+    ``frame`` (the result rows of every configuration), ``meta`` (the content of
+    ``sweep.json``), ``summary`` and ``directory`` (the output directory).
+    """
 
     frame: pd.DataFrame
     meta: dict[str, Any]
     summary: SweepSummary | None = None
+    directory: Path | None = None
+
+    def __repr__(self) -> str:
+        """A short description (the metadata, often tens of kilobytes, is left out)."""
+        summary = self.summary
+        if summary is None and "summary" in self.meta:
+            summary = SweepSummary.from_dict(self.meta["summary"])
+        failed = len(summary.failed) if summary is not None else "?"
+        diverged = len(summary.diverged) if summary is not None else "?"
+        where = str(self.directory) if self.directory is not None else None
+        return (
+            f"SweepResult(configurations={len(self.meta.get('configurations', []))}, "
+            f"rows={len(self.frame)}, failed={failed}, diverged={diverged}, "
+            f"directory={where!r})"
+        )
 
     @property
     def configurations(self) -> pd.DataFrame:
@@ -165,6 +186,7 @@ def run(
     cache: str | os.PathLike | None = None,
     progress: bool = True,
     fmt: str | None = None,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Run every configuration of ``sweep`` not already cached and write the sweep's output.
 
@@ -189,6 +211,13 @@ def run(
     fmt:
         Payload and output format, ``"parquet"`` (default when pyarrow is installed) or
         ``"csv"``.
+    overwrite:
+        Replace the output of a different sweep found in ``out``.  Without it such a
+        directory raises :class:`SweepOutputError` (a directory holding the same sweep is
+        resumed, and the cache is reused either way).
+
+    A lock (``out/.lock``) is held while the sweep runs: a second sweep on the same directory
+    raises :class:`SweepOutputError` at once, naming the process that holds it.
 
     Returns the :class:`SweepResult`; ``result.summary`` says what was computed, reused,
     failed and diverged.  Failing configurations are reported, never raised.
@@ -209,6 +238,23 @@ def run(
         raise ValueError("give dask=True (embedded LocalCluster) or scheduler=ADDRESS, not both")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    with _locked(out):
+        _check_output(out, sweep, overwrite)
+        return _run_locked(sweep, out, jobs, dask, scheduler, cache, progress, fmt, t0)
+
+
+def _run_locked(
+    sweep: Sweep,
+    out: Path,
+    jobs: int | None,
+    dask: bool,
+    scheduler: str | None,
+    cache: str | os.PathLike | None,
+    progress: bool,
+    fmt: str,
+    t0: float,
+) -> SweepResult:
+    """The body of :func:`run`, with the arguments checked and the output directory locked."""
     store = Cache(cache if cache is not None else out / "cache")
 
     summary = SweepSummary(total=len(sweep))
@@ -337,22 +383,103 @@ def run(
     }
     # no indent: the C encoder is ~10x faster, and this file grows with the sweep
     atomic_write(out / "sweep.json", json.dumps(meta, default=_json_default).encode())
-    return SweepResult(frame, meta, summary)
+    return SweepResult(frame, meta, summary, out)
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``out/.lock`` (non-blocking; the file records the pid)
+    or raise :class:`SweepOutputError` naming the process that holds it.  The lock goes with
+    the process, however it ends; without ``fcntl`` (Windows) or on a file system that
+    refuses locks, nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path = out / ".lock"
+    fh = open(path, "a+")  # noqa: SIM115 - held for the whole run
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise SweepOutputError(
+                f"{out} is in use by another sweep (pid {holder}, lock {path}); wait for it "
+                "to finish or choose another output directory"
+            ) from None
+        except OSError:  # pragma: no cover - a file system without locks (some NFS)
+            locked = False
+        else:
+            locked = True
+        if locked:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+        yield
+    finally:
+        fh.close()  # releases the lock
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    """The content of a ``sweep.json``, or :class:`SweepOutputError` (one line, naming the
+    file) when it is not the JSON table that :func:`run` writes."""
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SweepOutputError(
+            f"{path}: not valid JSON (not UTF-8 text at byte {exc.start}); the file is damaged"
+        ) from None
+    except ValueError as exc:
+        raise SweepOutputError(f"{path}: not valid JSON ({exc}); the file is damaged") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("configurations"), list):
+        raise SweepOutputError(f"{path}: not the metadata of a sweep; the file is damaged")
+    return meta
+
+
+def _check_output(out: Path, sweep: Sweep, overwrite: bool) -> None:
+    """Refuse an output directory that holds another sweep (unless ``overwrite``)."""
+    path = out / "sweep.json"
+    if overwrite or not path.exists():
+        return
+    try:
+        meta = _read_meta(path)
+    except SweepOutputError as exc:
+        raise SweepOutputError(f"{exc}; pass --overwrite (overwrite=True) to replace it") from None
+    try:
+        keys = [c["config_key"] for c in meta["configurations"]]
+    except (KeyError, TypeError):
+        raise SweepOutputError(
+            f"{path}: not the metadata of a sweep; the file is damaged; pass --overwrite "
+            "(overwrite=True) to replace it"
+        ) from None
+    if keys != [c.key for c in sweep.configurations]:
+        name = f" {meta['name']!r}" if meta.get("name") else ""
+        raise SweepOutputError(
+            f"{out} holds the output of another sweep{name} ({len(keys)} configurations); "
+            "pass --overwrite (overwrite=True) to replace it, or choose another output directory"
+        )
 
 
 def load(path: str | os.PathLike) -> SweepResult:
     """Read a sweep output directory written by :func:`run` (verifies the frame checksum)."""
     path = Path(path)
     meta_path = path / "sweep.json"
+    if not meta_path.exists():
+        raise FileNotFoundError(f"no sweep output in {path} (missing sweep.json)")
+    meta = _read_meta(meta_path)
+    info = meta.get("frame")
+    name = info.get("file") if isinstance(info, dict) else None
+    if not isinstance(name, str) or name not in ("frame.parquet", "frame.csv"):
+        raise SweepOutputError(f"{meta_path}: names no frame file; the file is damaged")
     try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no sweep output in {path} (missing sweep.json)") from None
-    info = meta.get("frame", {})
-    data = (path / info["file"]).read_bytes()
+        data = (path / name).read_bytes()
+    except OSError as exc:
+        raise SweepOutputError(f"{path / name}: cannot read ({exc.strerror or exc})") from None
     if hashlib.sha256(data).hexdigest() != info.get("sha256"):
-        raise ValueError(f"{path / info['file']} does not match the checksum in sweep.json")
-    fmt = info["file"].rsplit(".", 1)[1]
-    frame = frame_from_bytes(data, fmt)
+        raise SweepOutputError(f"{path / name} does not match the checksum in sweep.json")
+    frame = frame_from_bytes(data, name.rsplit(".", 1)[1])
     summary = SweepSummary.from_dict(meta["summary"]) if "summary" in meta else None
-    return SweepResult(frame, meta, summary)
+    return SweepResult(frame, meta, summary, path)

@@ -116,9 +116,12 @@ def _normalize_kind(category: str, value: Any, path: tuple, ctx: _Context) -> An
         raise ctx.error(f"missing 'kind' (one of {known})", path)
     kind = _lookup(category, value["kind"])
     if kind is None:
+        from convkit.sweep.registry import _LAZY_ERRORS
+
+        broken = "".join(f"; {m} could not be registered ({e})" for m, e in _LAZY_ERRORS.items())
         raise ctx.error(
             f"unknown {category} kind {value['kind']!r}; known kinds: {known}"
-            f"{_suggest(value['kind'], known)}",
+            f"{_suggest(value['kind'], known)}{broken}",
             (*path, "kind"),
         )
     out: dict[str, Any] = {"kind": kind.name}
@@ -224,7 +227,8 @@ def normalize_setting(raw: Mapping[str, Any], ctx: _Context | None = None) -> di
     for it in rec["iterates"] or []:
         if it not in _ITERATES:
             raise ctx.error(
-                f"iterates must be among {list(_ITERATES)}, got {it!r}", ("record", "iterates")
+                f"iterates must be among {list(_ITERATES)}, got {it!r}{_suggest(it, _ITERATES)}",
+                ("record", "iterates"),
             )
     out["record"] = rec
     return out
@@ -232,24 +236,9 @@ def normalize_setting(raw: Mapping[str, Any], ctx: _Context | None = None) -> di
 
 def build(setting: Mapping[str, Any]) -> tuple[Any, list[Any]]:
     """Build ``(problem, [algorithms])`` from a normalised setting."""
+    from convkit.sweep.preflight import _make
+
     _ensure_registry()
-
-    def make(category: str, spec: Any) -> Any:
-        if not isinstance(spec, dict):
-            return spec
-        kind = _lookup(category, spec["kind"])
-        if kind is None:
-            raise ValueError(f"unknown {category} kind {spec['kind']!r}")
-        kw = {}
-        for name, v in spec.items():
-            if name == "kind":
-                continue
-            p = kind.params.get(name)
-            if p is not None and p.nested is not None and isinstance(v, dict) and "kind" in v:
-                v = make(p.nested, v)
-            kw[name] = v
-        return kind.builder(**kw)
-
-    problem = make("problem", setting["problem"])
+    problem = _make("problem", setting["problem"])
     specs = setting["algorithms"] if "algorithms" in setting else [setting["algorithm"]]
-    return problem, [make("algorithm", a) for a in specs]
+    return problem, [_make("algorithm", a) for a in specs]

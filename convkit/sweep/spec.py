@@ -97,7 +97,11 @@ class Sweep:
 
     Build with :meth:`from_toml` / :meth:`from_dict`; the constructor takes the parsed spec
     (a dict, as TOML gives it).  Every configuration is normalised and validated at
-    construction, so a spec error surfaces before anything runs.
+    construction, so a spec error surfaces before anything runs: with ``check=True`` (the
+    default) every configuration's objects are also built once and its ``[record]`` names
+    checked (:func:`convkit.sweep.preflight.check_configurations`); the distinct errors are
+    raised together as one :class:`SpecError`.  ``check=False`` skips that step (a value
+    error then fails its configuration at run time).
 
     Attributes: ``spec`` (the raw spec), ``name``, ``seed``, ``imports``, ``axes`` (list of
     key tuples: one per grid key, one per zipped group), ``configurations`` (list of
@@ -110,6 +114,7 @@ class Sweep:
         *,
         source: str | None = None,
         positions: dict[tuple, int] | None = None,
+        check: bool = True,
     ) -> None:
         ctx = _Context(source, positions)
         self._ctx = ctx
@@ -141,25 +146,38 @@ class Sweep:
         self.base = {k: v for k, v in spec.items() if k in _SETTING_KEYS}
         self.axes, values = self._parse_grids(spec.get("grid", {}), spec.get("zip", []), ctx)
         self.configurations = self._expand(values, ctx)
+        if check:
+            from convkit.sweep.preflight import check_configurations
+
+            check_configurations(self.configurations, self.seed, ctx)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_dict(cls, spec: Mapping[str, Any]) -> Sweep:
+    def from_dict(cls, spec: Mapping[str, Any], *, check: bool = True) -> Sweep:
         """The same spec as a Python dict (e.g. ``{"problem": {...}, "grid": {...}}``)."""
-        return cls(spec)
+        return cls(spec, check=check)
 
     @classmethod
-    def from_toml(cls, path: str | os.PathLike) -> Sweep:
+    def from_toml(cls, path: str | os.PathLike, *, check: bool = True) -> Sweep:
         """Read a TOML spec file."""
         path = Path(path)
         try:
-            text = path.read_text()
+            data = path.read_bytes()
         except OSError as exc:
-            raise SpecError(f"cannot read the sweep spec: {exc}", source=str(path)) from exc
-        return cls.from_toml_text(text, source=str(path))
+            raise SpecError(
+                f"cannot read the sweep spec: {exc.strerror or exc}", source=str(path)
+            ) from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpecError(
+                f"not UTF-8 text (invalid byte at offset {exc.start}); a sweep spec is a TOML file",
+                source=str(path),
+            ) from None
+        return cls.from_toml_text(text, source=str(path), check=check)
 
     @classmethod
-    def from_toml_text(cls, text: str, source: str | None = None) -> Sweep:
+    def from_toml_text(cls, text: str, source: str | None = None, *, check: bool = True) -> Sweep:
         """Parse TOML text."""
         import tomllib
 
@@ -170,7 +188,7 @@ class Sweep:
             raise SpecError(
                 f"invalid TOML: {exc}", line=int(m.group(1)) if m else None, source=source
             ) from None
-        return cls(spec, source=source, positions=toml_positions(text))
+        return cls(spec, source=source, positions=toml_positions(text), check=check)
 
     # ------------------------------------------------------------------ grids
     def _parse_grids(
