@@ -7,7 +7,10 @@ Every simulation routine takes its array namespace from its inputs
 
 Randomness follows NumPy's recommended practice: a :class:`numpy.random.SeedSequence`
 roots every stream, independent child streams are spawned from it
-(:func:`derive_seed`), and the same seed gives the same numbers.
+(:func:`derive_seed`), and the same seed gives the same numbers.  A :class:`BlockedStream`
+joins the streams of consecutive blocks of replicates: every draw's leading (replicate) axis
+is filled block by block from each block's own stream, so a block's numbers do not depend on
+which other blocks are drawn with it (:func:`convkit.simulate` keys one stream per block).
 
 Library-specific calls that the array API standard does not cover (random numbers,
 ``argpartition``, sparse products) live here, behind :class:`Backend`.
@@ -24,6 +27,7 @@ import numpy as np
 
 __all__ = [
     "Backend",
+    "BlockedStream",
     "RandomStream",
     "array_library",
     "derive_seed",
@@ -122,6 +126,101 @@ class RandomStream:
         return [
             RandomStream(g, self.xp, self.dtype, self.host) for g in self.generator.spawn(count)
         ]
+
+
+class BlockedStream(RandomStream):
+    """One stream per block of consecutive replicates, drawn together.
+
+    ``streams[j]`` serves rows ``bounds[j]:bounds[j+1]`` of the leading (replicate) axis of
+    every draw: a draw of shape ``(R, ...)`` (``R = bounds[-1]``) is the concatenation of the
+    blocks' draws of shape ``(n_j, ...)``, each from its own stream.  The numbers of a block
+    therefore depend only on its own stream and on the sequence of draw shapes, not on the
+    other blocks drawn with it: the foundation of chunk-independent Monte Carlo results in
+    :func:`convkit.simulate`.  NumPy normal and uniform draws are written in place into one
+    output array (``out=``); other draws are concatenated.
+    """
+
+    def __init__(self, streams: list[RandomStream], sizes: list[int]) -> None:
+        if not streams or len(streams) != len(sizes):
+            raise ValueError(
+                f"BlockedStream needs one stream per block, got {len(streams)} streams for "
+                f"{len(sizes)} block sizes"
+            )
+        first = streams[0]
+        super().__init__(None, first.xp, first.dtype, first.host)
+        self.streams = list(streams)
+        self.bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+        # in-place filling: a NumPy generator writing NumPy arrays
+        self._fill = (
+            first.xp is np and not first.host and isinstance(first.generator, np.random.Generator)
+        )
+
+    def _check(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        shape = tuple(int(s) for s in shape)
+        if not shape or shape[0] != self.bounds[-1]:
+            raise ValueError(
+                f"a BlockedStream draw must have leading (replicate) axis {self.bounds[-1]}, "
+                f"got shape {shape}"
+            )
+        return shape
+
+    def _parts(self, shape: tuple[int, ...]) -> list[tuple[RandomStream, tuple[int, ...]]]:
+        b = self.bounds
+        return [(s, (b[j + 1] - b[j], *shape[1:])) for j, s in enumerate(self.streams)]
+
+    def _concat(self, parts: list[Any]) -> Any:
+        if len(parts) == 1:
+            return parts[0]
+        if isinstance(parts[0], np.ndarray):
+            return np.concatenate(parts, axis=0)
+        return self.xp.concat(parts, axis=0)
+
+    def _filled(self, shape: tuple[int, ...], method: str) -> Any:
+        out = np.empty(shape, dtype=self.dtype)
+        b = self.bounds
+        for j, s in enumerate(self.streams):
+            getattr(s.generator, method)(out=out[b[j] : b[j + 1]], dtype=self.dtype)
+        return out
+
+    def normal(self, shape: tuple[int, ...]) -> Any:
+        """Standard normal draws, block by block."""
+        shape = self._check(shape)
+        if len(self.streams) == 1:
+            return self.streams[0].normal(shape)
+        if self._fill:
+            return self._filled(shape, "standard_normal")
+        return self._concat([s.normal(sh) for s, sh in self._parts(shape)])
+
+    def uniform(self, shape: tuple[int, ...]) -> Any:
+        """Uniform draws on [0, 1), block by block."""
+        shape = self._check(shape)
+        if len(self.streams) == 1:
+            return self.streams[0].uniform(shape)
+        if self._fill:
+            return self._filled(shape, "random")
+        return self._concat([s.uniform(sh) for s, sh in self._parts(shape)])
+
+    def rademacher(self, shape: tuple[int, ...]) -> Any:
+        """Random signs, block by block."""
+        shape = self._check(shape)
+        return self._concat([s.rademacher(sh) for s, sh in self._parts(shape)])
+
+    def integers(self, high: Any, shape: tuple[int, ...]) -> Any:
+        """Uniform integers in [0, high), block by block (``high`` must broadcast against
+        one block's shape: no replicate axis)."""
+        shape = self._check(shape)
+        return self._concat([s.integers(high, sh) for s, sh in self._parts(shape)])
+
+    def permutations(self, n: int, shape: tuple[int, ...]) -> Any:
+        """Random permutations of range(n), block by block: shape + (n,)."""
+        shape = self._check(shape)
+        return self._concat([s.permutations(n, sh) for s, sh in self._parts(shape)])
+
+    def spawn(self, count: int) -> list[RandomStream]:
+        """Independent child blocked streams (each block spawns its own children)."""
+        children = [s.spawn(count) for s in self.streams]
+        sizes = np.diff(self.bounds).tolist()
+        return [BlockedStream([c[i] for c in children], sizes) for i in range(count)]
 
 
 @dataclass

@@ -21,26 +21,45 @@ Divergence: a replicate whose worker mean is non-finite, or farther than
 that step; it is excluded from every later record point (``count`` drops) and listed in
 :attr:`Result.diverged`, with a :class:`DivergenceWarning`.  Curves never contain NaN.
 
-Replicates are processed in chunks when the state would exceed ``memory_limit`` bytes;
-each chunk has its own random stream derived from ``(seed, chunk index)``, so a chunked run
-equals an unchunked one in distribution (not sample by sample).
+Replicate blocks, the unit of randomness: replicates are split into blocks of
+:data:`REPLICATE_BLOCK` consecutive replicates (the last one may be shorter).  Block ``j``
+draws its samples from the stream keyed ``(seed, "samples", j)`` and algorithm ``i`` its own
+random numbers (compressors) from ``(seed, "algorithm", i, j)``; at every
+local step a chunk's draws are made block by block (:class:`~convkit.backend.BlockedStream`).
+A replicate's values therefore depend on the seed and its block only: the same seed gives
+bit-identical values whatever ``memory_limit``.
+
+Chunks: replicates are processed in chunks, unions of whole blocks, when the state would
+exceed ``memory_limit`` bytes: ``memory_limit // (bytes of one block)`` blocks per chunk, at
+least one.  A chunk never splits a block; when one block alone exceeds ``memory_limit`` the
+run warns and processes one block per chunk (using more than ``memory_limit``).  A chunk owns
+its state and writes only its own slice of the outputs (:func:`_run_chunk`), so that chunks
+can later run on several threads.
+
+Limits checked before any work: the state of the largest chunk plus the recorded values
+``(n_record, iterates, metrics, R)``, which are not chunked, and the temporaries of their
+summary must fit in the available memory (:func:`available_memory`), or a
+:class:`MemoryError` gives the estimate and the ways out.  A run estimated (from its first
+steps) to take more than :data:`LONG_RUN_SECONDS` says so with a :class:`UserWarning` and shows
+a progress bar (unless ``progress=False``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import platform
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from .algorithms.base import Algorithm
 from .algorithms.local import local_steps_for
-from .backend import Backend, get_backend, to_numpy, tune_allocator
+from .backend import Backend, BlockedStream, get_backend, to_numpy, tune_allocator
 from .problems.base import METRICS, GradientOracle, Problem
 from .recording import ITERATES, DivergenceWarning, record_steps, starting_point
 from .result import ConfigValues, Result, frame_from_values
@@ -48,7 +67,33 @@ from .validation import check_int, check_real
 
 # DivergenceWarning, record_steps (and ITERATES, starting_point) live in convkit.recording,
 # shared with the exact engines; re-exported here
-__all__ = ["DivergenceWarning", "record_steps", "simulate"]
+__all__ = [
+    "LONG_RUN_SECONDS",
+    "REPLICATE_BLOCK",
+    "DivergenceWarning",
+    "available_memory",
+    "record_steps",
+    "simulate",
+]
+
+#: replicates per block, the unit of randomness (one stream per block and purpose)
+REPLICATE_BLOCK = 256
+#: a run estimated to take longer than this (seconds) warns up front and shows progress
+LONG_RUN_SECONDS = 120.0
+#: the first steps are timed for at most this long, or this many steps
+_TIMING_SECONDS = 0.5
+_TIMING_STEPS = 20
+#: bytes of one recorded value (the values array is float64 whatever the dtype)
+_VALUE_BYTES = 8
+#: the summary of one configuration's values (Result.frame) makes about this many copies
+_SUMMARY_COPIES = 3
+
+_GIB = 2.0**30
+
+
+def _gib(nbytes: float) -> str:
+    """``nbytes`` in GiB, for messages."""
+    return f"{nbytes / _GIB:,.2f} GiB"
 
 
 def _take(batch: Any, workers: int, size: int) -> Any:
@@ -61,6 +106,237 @@ def _take(batch: Any, workers: int, size: int) -> Any:
         if v is not None and getattr(v, "ndim", 0) >= 3:
             updates[f.name] = v[:, :workers, :size, ...]
     return replace(batch, **updates)
+
+
+def available_memory(backend: Backend | None = None) -> int:
+    """Bytes available for new arrays: free device memory for the CuPy backend, else the
+    host's available memory (``psutil.virtual_memory().available``, or the free pages of
+    ``os.sysconf`` without psutil; a huge number when neither is known)."""
+    if backend is not None and backend.name == "cupy":  # pragma: no cover - needs a GPU
+        import cupy
+
+        return int(cupy.cuda.runtime.memGetInfo()[0])
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is a dependency of the dev environment
+        psutil = None
+    if psutil is not None:
+        return int(psutil.virtual_memory().available)
+    try:  # pragma: no cover
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return 2**62
+
+
+@dataclass
+class _Layout:
+    """What is recorded for one algorithm: record steps, iterates, metrics."""
+
+    steps: np.ndarray
+    iterates: list[str]
+    metrics: list[str]
+    extra: list[tuple[str, str]]
+
+    @property
+    def bytes_per_replicate(self) -> int:
+        return self.steps.size * len(self.iterates) * len(self.metrics) * _VALUE_BYTES
+
+
+def _layout(problem: Problem, algo: Algorithm, steps: np.ndarray, be: Backend) -> _Layout:
+    """The recorded iterates and metrics of ``algo`` (its extra metrics probed on a state of
+    one replicate, so that the values array is allocated, and its size checked, up front)."""
+    start = be.xp.zeros((1, algo.workers, problem.d), dtype=be.float_dtype)
+    with np.errstate(all="ignore"):
+        state = algo.init(start, be.stream(0, "layout probe"))
+        names = list(algo.extra_metrics(state, problem))
+    extra = [("state", name) for name in names]
+    iterates = list(ITERATES) + (["state"] if extra else [])
+    return _Layout(steps, iterates, list(METRICS) + names, extra)
+
+
+def _state_bytes_per_replicate(problem: Problem, algos: list[Algorithm], dtype: str) -> int:
+    """Bytes of one replicate's state: the sample batch (and a temporary), each algorithm's
+    ``state_arrays`` plus two temporaries, and the running sums."""
+    itemsize = 4 if dtype == "float32" else 8
+    P_max = max(a.workers for a in algos)
+    b_max = max(a.batch for a in algos)
+    d = problem.d
+    return itemsize * (
+        P_max * b_max * (d + 1) * 2  # sample block (+ a temporary)
+        + sum(a.workers * d * (a.state_arrays + 2) + 4 * d for a in algos)
+    )
+
+
+def _plan_chunks(R: int, per_rep: int, memory_limit: float) -> list[tuple[int, int]]:
+    """Chunks as ranges of block indices ``[j0, j1)``: as many whole blocks per chunk as
+    ``memory_limit`` allows, at least one (with a warning when one block exceeds it)."""
+    n_blocks = math.ceil(R / REPLICATE_BLOCK)
+    block_reps = min(R, REPLICATE_BLOCK)
+    block_bytes = per_rep * block_reps
+    per_chunk = max(1, min(n_blocks, int(memory_limit // block_bytes)))
+    if block_bytes > memory_limit:
+        warnings.warn(
+            f"memory_limit={memory_limit:g} bytes is below the {block_bytes:,} bytes that one "
+            f"replicate block ({block_reps} replicates) needs; running one block per chunk. "
+            "Blocks are the unit of randomness and never split, so that the numbers do not "
+            "depend on memory_limit",
+            UserWarning,
+            stacklevel=3,
+        )
+    return [(j, min(n_blocks, j + per_chunk)) for j in range(0, n_blocks, per_chunk)]
+
+
+def _check_memory(
+    R: int,
+    chunk_reps: int,
+    per_rep: int,
+    layouts: list[_Layout],
+    be: Backend,
+    dtype: str,
+    memory_limit: float,
+) -> None:
+    """Raise a :class:`MemoryError` (with the estimate and the ways out) when the run cannot
+    fit in the available memory; nothing has been allocated yet."""
+    state = chunk_reps * per_rep
+    rec_per_rep = (
+        sum(lay.bytes_per_replicate for lay in layouts)
+        + 8 * len(layouts)  # divergence steps
+        + _SUMMARY_COPIES * max(lay.bytes_per_replicate for lay in layouts)
+    )
+    recorded = R * rec_per_rep
+    host = available_memory()
+    if be.name == "cupy":  # pragma: no cover - needs a GPU
+        device = available_memory(be)
+        need_host, need_device = recorded, state
+    else:
+        device, need_host, need_device = host, recorded + state, 0
+    if need_host <= host and need_device <= device:
+        return
+    where = "on the GPU " if need_device > device else ""
+    need, avail = (need_device, device) if where else (need_host, host)
+    # replicates that fit at this memory_limit: R' (rec_per_rep + per_rep) while R' is within
+    # one chunk, then (avail - state of a full chunk) / rec_per_rep
+    fit = int(avail // (rec_per_rep + (0 if where else per_rep)))
+    if fit >= chunk_reps and not where:
+        fit = int(max(0, avail - state) // rec_per_rep)
+    fit = min(fit, R - 1)
+    n_rec = max(lay.steps.size for lay in layouts)
+    msg = (
+        f"simulate(replicates={R}) needs about {_gib(need)} {where}but only "
+        f"{_gib(avail)} are available: the state of a chunk of {chunk_reps} "
+        f"replicates takes {_gib(state)} ({per_rep:,} bytes per replicate, "
+        f"dtype={dtype!r}), the recorded values (record points x iterates x metrics x "
+        f"replicates, not chunked) and their summary {_gib(recorded)}. Ways out: "
+        f"fewer replicates (about {fit:,} fit)"
+    )
+    if recorded > host:
+        msg += (
+            f" or fewer record points (n_record, now up to {n_rec} points per algorithm); "
+            "chunking does not help: the recorded values alone exceed the available memory"
+        )
+    else:
+        block_bytes = min(R, REPLICATE_BLOCK) * per_rep
+        if dtype == "float64":
+            msg += '; dtype="float32" (halves the state)'
+        if block_bytes + (0 if where else recorded) <= avail:
+            msg += (
+                f"; a smaller memory_limit (now {memory_limit:g} bytes; e.g. "
+                f"memory_limit={0.8 * (avail - (0 if where else recorded)):.3g}) so that the "
+                f"state is split into more chunks (one block of {min(R, REPLICATE_BLOCK)} "
+                f"replicates takes {_gib(block_bytes)})"
+            )
+        else:
+            msg += (
+                f"; a smaller memory_limit does not help: one block of "
+                f"{min(R, REPLICATE_BLOCK)} replicates already takes {block_bytes / _GIB:.3g} "
+                "GiB (fewer workers, a smaller batch or a smaller d)"
+            )
+    raise MemoryError(msg)
+
+
+class _Clock:
+    """Times the first steps, warns when the run will be long and drives the progress bar.
+
+    The estimate is ``(seconds per step and replicate) * n_max * R`` plus the recording time
+    per record point and replicate times the number of record points of all algorithms
+    (``n_rec``), both measured on the first chunk after its first step (which may include
+    compilation), plus the time before that step.
+    """
+
+    def __init__(self, n_max: int, R: int, n_rec: int, n_chunks: int, progress: bool | None):
+        self.n_max, self.R, self.n_rec = n_max, R, n_rec
+        self.total = n_max * n_chunks
+        self.progress = progress
+        self.done = 0
+        self.estimate: float | None = None
+        self.t_start = time.perf_counter()
+        self.t_first: float | None = None
+        self.record_seconds = 0.0
+        self.records = 0
+        self.bar = self._bar() if progress else None
+
+    def _bar(self) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(total=self.total, initial=self.done, desc="simulate", unit="step")
+
+    def tick(self, k: int, Rc: int) -> None:
+        """Local step ``k`` of a chunk of ``Rc`` replicates is done."""
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.estimate is not None:
+            return
+        now = time.perf_counter()
+        if k == 1:
+            self.t_first = now
+            self.record_seconds, self.records = 0.0, 0
+            if self.n_max > 1:
+                return
+            per_step = (now - self.t_start) / Rc
+            steps = 1
+        else:
+            dt = now - self.t_first
+            if dt < _TIMING_SECONDS and k - 1 < _TIMING_STEPS and k < self.n_max:
+                return
+            steps = k - 1
+            per_step = max(0.0, dt - self.record_seconds) / (steps * Rc)
+        per_record = self.record_seconds / (max(1, self.records) * Rc)
+        setup = (self.t_first or now) - self.t_start
+        self.estimate = setup + self.R * (per_step * self.n_max + per_record * self.n_rec)
+        if self.estimate > LONG_RUN_SECONDS:
+            warnings.warn(
+                f"simulate: estimated {self.estimate:.0f} s ({self.estimate / 60:.1f} min) for "
+                f"{self.R} replicates x {self.n_max} local steps (measured on the first "
+                f"{steps} steps); "
+                + ("progress=False: no progress bar" if self.progress is False else "progress:"),
+                UserWarning,
+                stacklevel=4,
+            )
+            if self.progress is None and self.bar is None:
+                self.bar = self._bar()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass
+class _Run:
+    """Everything a chunk needs (read-only), and the outputs it writes its slice of."""
+
+    problem: Problem
+    algos: list[Algorithm]
+    ns: list[int]
+    layouts: list[_Layout]
+    tail_starts: list[int]
+    be: Backend
+    seed: int
+    theta0: np.ndarray
+    div_threshold: float
+    R: int
+    values: list[np.ndarray]
+    diverged: list[np.ndarray]
 
 
 def simulate(
@@ -97,23 +373,32 @@ def simulate(
     replicates:
         Independent replicates ``R``.
     seed:
-        Root seed; the same seed gives an identical result.
+        Root seed; the same seed gives an identical result, whatever ``memory_limit``.
     theta0:
         Starting model, shape ``(d,)`` (default: zeros), shared by all workers.
     record:
-        Extra local steps at which to record (added to ``n_record`` log-spaced ones).
+        Extra local steps at which to record (added to ``n_record`` log-spaced ones); a step
+        beyond the longest run of the call raises a :class:`ValueError` (with ``gradients``
+        the algorithms may run different ``n``: a step is recorded by those that reach it).
     tail:
         Tail averaging starts after ``floor(tail * n)`` local steps (``0 <= tail < 1``).
     backend, dtype:
         Array backend (``"numpy"``/``"cupy"`` or a :class:`~convkit.backend.Backend`) and
         floating type (``"float64"`` default, ``"float32"``).
     memory_limit:
-        Bytes the per-chunk state may use; replicates are chunked above it.
+        Bytes the per-chunk state may use; replicates are chunked above it, in whole blocks of
+        :data:`REPLICATE_BLOCK` replicates (at least one block per chunk).
     divergence_factor:
         A replicate diverges when ``||m_k - theta*||^2`` exceeds this factor times
         ``max(||theta0 - theta*||^2, 1)`` or is not finite.
     progress:
-        Show a progress bar (default: only for long runs).
+        Show a progress bar: ``True`` always, ``False`` never, ``None`` (default) when the
+        run is estimated to take more than :data:`LONG_RUN_SECONDS`.
+
+    Raises
+    ------
+    MemoryError
+        Before any allocation, when the estimated memory exceeds :func:`available_memory`.
     """
     t_start = time.perf_counter()
     if not isinstance(problem, Problem):
@@ -138,112 +423,61 @@ def simulate(
         ns = [check_int("steps", steps, low=1)] * len(algos)
     else:
         ns = [local_steps_for(gradients, a.workers, a.batch) for a in algos]
+    n_max = max(ns)
+    recs = [record_steps(n, n_record, record, n_max=n_max) for n in ns]
     be = get_backend(backend, dtype)
     if be.name == "numpy":
         tune_allocator()
-    xp = be.xp
     d = problem.d
 
     theta0_np = starting_point(theta0, d)
     d0 = float(np.sum((theta0_np - problem.theta_star) ** 2))
-    div_threshold = divergence_factor * max(d0, 1.0)
 
     for a, n in zip(algos, ns, strict=True):
         a.prepare(n)
-    recs = [record_steps(n, n_record, record) for n in ns]
-    tail_starts = [int(math.floor(tail * n)) + 1 for n in ns]
-    P_max = max(a.workers for a in algos)
-    b_max = max(a.batch for a in algos)
-    n_max = max(ns)
-
-    itemsize = 4 if dtype == "float32" else 8
-    per_rep = itemsize * (
-        P_max * b_max * (d + 1) * 2  # sample block (+ a temporary)
-        + sum(a.workers * d * (a.state_arrays + 2) + 4 * d for a in algos)
-    )
-    chunk = max(1, min(R, int(memory_limit // per_rep)))
-    n_chunks = math.ceil(R / chunk)
-    if progress is None:
-        progress = n_max * R * P_max * d * len(algos) > 2e10
+    layouts = [_layout(problem, a, rec, be) for a, rec in zip(algos, recs, strict=True)]
+    per_rep = _state_bytes_per_replicate(problem, algos, dtype)
+    chunks = _plan_chunks(R, per_rep, memory_limit)
+    chunk_reps = min(R, (chunks[0][1] - chunks[0][0]) * REPLICATE_BLOCK)
+    _check_memory(R, chunk_reps, per_rep, layouts, be, dtype, memory_limit)
 
     counts = [a.comm_counts(n, d) for a, n in zip(algos, ns, strict=True)]
-    extra_names: list[list[str]] = [[] for _ in algos]
-    values: list[np.ndarray | None] = [None] * len(algos)
-    diverged = [np.zeros(R, dtype=np.int64) for _ in algos]
-
-    from tqdm import tqdm
-
-    bar = tqdm(total=n_max * n_chunks, disable=not progress, desc="simulate", unit="step")
-    with np.errstate(all="ignore"):
-        for c in range(n_chunks):
-            r0, r1 = c * chunk, min(R, (c + 1) * chunk)
-            Rc = r1 - r0
-            sample_stream = be.stream(seed, "samples", c)
-            algo_streams = [be.stream(seed, "algorithm", i, c) for i in range(len(algos))]
-            theta0_x = be.asarray(theta0_np)
-            states, sums, tails = [], [], []
-            for i, a in enumerate(algos):
-                start = xp.zeros((Rc, a.workers, d), dtype=be.float_dtype) + theta0_x
-                states.append(a.init(start, algo_streams[i]))
-                # running sums in float64 whatever the dtype: a float32 sum of n terms loses
-                # digits linearly in n (measured: 86% error of an average after 1e5 steps)
-                sums.append(xp.zeros((Rc, d), dtype=xp.float64))
-                tails.append(xp.zeros((Rc, d), dtype=xp.float64))
-            rec_pos = [0] * len(algos)
-            div_chunk = [np.zeros(Rc, dtype=np.int64) for _ in algos]
-            theta_star = be.asarray(problem.theta_star)
-            for k in range(1, n_max + 1):
-                batch = problem.sample(sample_stream, (Rc, P_max, b_max))
-                for i, a in enumerate(algos):
-                    if k > ns[i]:
-                        continue
-                    b_i = batch
-                    if a.workers < P_max or a.batch < b_max:
-                        b_i = _take(batch, a.workers, a.batch)
-                    states[i] = a.step(states[i], GradientOracle(problem, b_i), k, algo_streams[i])
-                    m = a.worker_mean(states[i])
-                    sums[i] += m
-                    if k >= tail_starts[i]:
-                        tails[i] += m
-                    dev = m - theta_star
-                    dist = xp.vecdot(dev, dev)
-                    if not bool(xp.max(dist) <= div_threshold):  # NaN compares False
-                        bad = ~(to_numpy(dist) <= div_threshold)
-                        div_chunk[i][bad & (div_chunk[i] == 0)] = k
-                    if rec_pos[i] < recs[i].size and recs[i][rec_pos[i]] == k:
-                        vals = _record(
-                            problem, a, states[i], m, sums[i], tails[i], k, tail_starts[i]
-                        )
-                        if values[i] is None:
-                            extra_names[i] = [key for key in vals if key[0] == "state"]
-                            values[i] = np.full(
-                                (
-                                    recs[i].size,
-                                    len(ITERATES) + bool(extra_names[i]),
-                                    len(METRICS) + len(extra_names[i]),
-                                    R,
-                                ),
-                                np.nan,
-                            )
-                        _store(values[i], rec_pos[i], vals, extra_names[i], r0, r1)
-                        rec_pos[i] += 1
-                bar.update(1)
-            for i in range(len(algos)):
-                diverged[i][r0:r1] = div_chunk[i]
-    bar.close()
+    run = _Run(
+        problem=problem,
+        algos=algos,
+        ns=ns,
+        layouts=layouts,
+        tail_starts=[int(math.floor(tail * n)) + 1 for n in ns],
+        be=be,
+        seed=seed,
+        theta0=theta0_np,
+        div_threshold=divergence_factor * max(d0, 1.0),
+        R=R,
+        values=[
+            np.full((lay.steps.size, len(lay.iterates), len(lay.metrics), R), np.nan)
+            for lay in layouts
+        ],
+        diverged=[np.zeros(R, dtype=np.int64) for _ in algos],
+    )
+    clock = _Clock(n_max, R, sum(r.size for r in recs), len(chunks), progress)
+    clock.t_start = t_start
+    try:
+        for j0, j1 in chunks:
+            _run_chunk(run, j0, j1, clock)
+    finally:
+        clock.close()
 
     per_config: dict[str, ConfigValues] = {}
     for i, a in enumerate(algos):
-        steps_i = recs[i]
+        lay = layouts[i]
         axes = {
-            "gradients": steps_i * a.workers * a.batch,
-            **{key: counts[i][key][steps_i - 1] for key in ("rounds", "messages", "bits")},
+            "gradients": lay.steps * a.workers * a.batch,
+            **{key: counts[i][key][lay.steps - 1] for key in ("rounds", "messages", "bits")},
         }
-        iterates = list(ITERATES) + (["state"] if extra_names[i] else [])
-        metrics = list(METRICS) + [name for _, name in extra_names[i]]
         per_config[labels[i]] = ConfigValues(
-            steps_i, axes, iterates, metrics, values[i], diverged[i]
+            lay.steps, axes, lay.iterates, lay.metrics, run.values[i], run.diverged[i]
         )
+    diverged = run.diverged
     n_div = {labels[i]: int(np.count_nonzero(diverged[i])) for i in range(len(algos))}
     if any(n_div.values()):
         first = {
@@ -269,12 +503,115 @@ def simulate(
         "tail": tail,
         "backend": be.name,
         "dtype": dtype,
-        "chunks": n_chunks,
+        "chunks": len(chunks),
         "diverged": n_div,
         "versions": _versions(),
-        "timing": {"seconds": elapsed},
+        "timing": {
+            "seconds": elapsed,
+            "estimated_seconds": elapsed if clock.estimate is None else clock.estimate,
+        },
     }
     return Result(frame_from_values(per_config), meta, per_config)
+
+
+def _block_stream(be: Backend, seed: int, j0: int, j1: int, R: int, *key: Any) -> BlockedStream:
+    """The streams of blocks ``j0..j1-1`` for one purpose ``key``, joined."""
+    # (seed, *key, j): the key of the former per-chunk streams with the block index, so that a
+    # run of one block (R <= REPLICATE_BLOCK) keeps its numbers
+    streams = [be.stream(seed, *key, j) for j in range(j0, j1)]
+    sizes = [min(R, (j + 1) * REPLICATE_BLOCK) - j * REPLICATE_BLOCK for j in range(j0, j1)]
+    return BlockedStream(streams, sizes)
+
+
+def _run_chunk(run: _Run, j0: int, j1: int, clock: _Clock) -> None:
+    """Simulate the replicates of blocks ``j0..j1-1`` (one chunk) for every algorithm and
+    write their recorded values and divergence steps into their slice of ``run``'s outputs.
+
+    The chunk's state is its own; its random numbers come from the blocks' streams
+    (:func:`_block_stream`), so its values do not depend on the other chunks."""
+    problem, algos, be = run.problem, run.algos, run.be
+    xp = be.xp
+    d = problem.d
+    r0, r1 = j0 * REPLICATE_BLOCK, min(run.R, j1 * REPLICATE_BLOCK)
+    Rc = r1 - r0
+    P_max = max(a.workers for a in algos)
+    b_max = max(a.batch for a in algos)
+    n_max = max(run.ns)
+    sample_stream = _block_stream(be, run.seed, j0, j1, run.R, "samples")
+    algo_streams = [
+        _block_stream(be, run.seed, j0, j1, run.R, "algorithm", i) for i in range(len(algos))
+    ]
+    blocks = [
+        (j * REPLICATE_BLOCK - r0, min(r1, (j + 1) * REPLICATE_BLOCK) - r0) for j in range(j0, j1)
+    ]
+    theta0_x = be.asarray(run.theta0)
+    theta_star = be.asarray(problem.theta_star)
+    states, sums, tails = [], [], []
+    with np.errstate(all="ignore"):
+        for i, a in enumerate(algos):
+            start = xp.zeros((Rc, a.workers, d), dtype=be.float_dtype) + theta0_x
+            states.append(a.init(start, algo_streams[i]))
+            # running sums in float64 whatever the dtype: a float32 sum of n terms loses
+            # digits linearly in n (measured: 86% error of an average after 1e5 steps)
+            sums.append(xp.zeros((Rc, d), dtype=xp.float64))
+            tails.append(xp.zeros((Rc, d), dtype=xp.float64))
+        rec_pos = [0] * len(algos)
+        div_chunk = [np.zeros(Rc, dtype=np.int64) for _ in algos]
+        for k in range(1, n_max + 1):
+            batch = problem.sample(sample_stream, (Rc, P_max, b_max))
+            for i, a in enumerate(algos):
+                if k > run.ns[i]:
+                    continue
+                b_i = batch
+                if a.workers < P_max or a.batch < b_max:
+                    b_i = _take(batch, a.workers, a.batch)
+                states[i] = a.step(states[i], GradientOracle(problem, b_i), k, algo_streams[i])
+                m = a.worker_mean(states[i])
+                sums[i] += m
+                if k >= run.tail_starts[i]:
+                    tails[i] += m
+                dev = m - theta_star
+                dist = xp.vecdot(dev, dev)
+                if not bool(xp.max(dist) <= run.div_threshold):  # NaN compares False
+                    bad = ~(to_numpy(dist) <= run.div_threshold)
+                    div_chunk[i][bad & (div_chunk[i] == 0)] = k
+                lay = run.layouts[i]
+                if rec_pos[i] < lay.steps.size and lay.steps[rec_pos[i]] == k:
+                    t_rec = time.perf_counter()
+                    for s0, s1 in blocks:  # metrics block by block: same shapes in any chunking
+                        vals = _record(
+                            problem,
+                            a,
+                            _rows(states[i], s0, s1, Rc),
+                            m[s0:s1, ...],
+                            sums[i][s0:s1, ...],
+                            tails[i][s0:s1, ...],
+                            k,
+                            run.tail_starts[i],
+                        )
+                        _store(run.values[i], rec_pos[i], vals, lay, r0 + s0, r0 + s1)
+                    rec_pos[i] += 1
+                    clock.record_seconds += time.perf_counter() - t_rec
+                    clock.records += 1
+            clock.tick(k, Rc)
+    for i in range(len(algos)):
+        run.diverged[i][r0:r1] = div_chunk[i]
+
+
+def _rows(state: Any, s0: int, s1: int, Rc: int) -> Any:
+    """Replicates ``s0:s1`` of an algorithm state (an array or a dataclass of arrays whose
+    leading axis is the chunk's ``Rc`` replicates; other fields are kept)."""
+    if s0 == 0 and s1 == Rc:
+        return state
+    if not is_dataclass(state):
+        return state[s0:s1, ...]
+    updates = {}
+    for f in fields(state):
+        v = getattr(state, f.name)
+        shape = getattr(v, "shape", ())
+        if len(shape) >= 1 and shape[0] == Rc:
+            updates[f.name] = v[s0:s1, ...]
+    return replace(state, **updates)
 
 
 def _record(problem, algo, state, m, sums, tails, k, tail_start) -> dict[tuple[str, str], Any]:
@@ -290,11 +627,10 @@ def _record(problem, algo, state, m, sums, tails, k, tail_start) -> dict[tuple[s
     return out
 
 
-def _store(arr: np.ndarray, pos: int, vals: dict, extra: list, r0: int, r1: int) -> None:
+def _store(arr: np.ndarray, pos: int, vals: dict, layout: _Layout, r0: int, r1: int) -> None:
     iterates = list(ITERATES) + ["state"]
-    metrics = list(METRICS) + [name for _, name in extra]
     for (it, metric), v in vals.items():
-        arr[pos, iterates.index(it), metrics.index(metric), r0:r1] = to_numpy(v)
+        arr[pos, iterates.index(it), layout.metrics.index(metric), r0:r1] = to_numpy(v)
 
 
 def _versions() -> dict[str, str]:

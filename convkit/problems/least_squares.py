@@ -23,6 +23,7 @@ Designs:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -80,10 +81,39 @@ def covariance(h: np.ndarray, Q: np.ndarray | None) -> np.ndarray:
     return np.diag(h) if Q is None else (Q * h) @ Q.T
 
 
+#: ``rotate=True`` warns when its random rotation is estimated to take longer (seconds)
+ROTATION_WARN_SECONDS = 10.0
+#: speed of the rotation's dense linear algebra in d^3 per second: the QR of a Gaussian
+#: d x d matrix (scipy's ortho_group) and the orthogonality check Q^T Q took 0.2 s for
+#: d = 1000 on the 2 cores of the development machine
+_ROTATION_CUBES_PER_SECOND = 5e9
+
+
+def rotation_seconds(d: int) -> float:
+    """Estimated seconds to build (and check) a random ``d x d`` rotation: ``~ d^3`` flops."""
+    return float(d) ** 3 / _ROTATION_CUBES_PER_SECOND
+
+
 def _random_orthogonal(d: int, seed: int | None) -> np.ndarray:
-    """Haar-random orthogonal matrix (QR of a Gaussian matrix with sign correction)."""
+    """Haar-random orthogonal matrix (QR of a Gaussian matrix with sign correction).
+
+    Warns first (:class:`UserWarning`) when this is estimated to take more than
+    :data:`ROTATION_WARN_SECONDS` (:func:`rotation_seconds`), naming the cost and the
+    alternative ``rotate=False``.
+    """
     from scipy.stats import ortho_group
 
+    seconds = rotation_seconds(d)
+    if seconds > ROTATION_WARN_SECONDS:
+        warnings.warn(
+            f"rotate=True with d = {d}: the random rotation (QR of a d x d Gaussian matrix, "
+            f"about d^3 = {float(d) ** 3:.2g} flops, and {3 * 8 * d * d / 2**30:.2g} GiB for "
+            f"the dense d x d matrices) is estimated to take about {seconds:.0f} s before "
+            "anything else; pass rotate=False for a diagonal H with the same spectrum (no "
+            "cheaper structured rotation is offered)",
+            UserWarning,
+            stacklevel=4,
+        )
     if d == 1:
         return np.ones((1, 1))
     return ortho_group.rvs(d, random_state=np.random.default_rng(seed))
