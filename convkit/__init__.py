@@ -8,7 +8,8 @@ Quick start::
     res = ck.simulate(prob, algo, gradients=10**6, replicates=200, seed=1)
     res.frame  # tidy pandas DataFrame
 
-Heavy modules (sympy-based ``convkit.bounds``, plotting) are imported lazily.
+Heavy modules (sympy-based ``convkit.bounds``, ``checks``, ``exact``, ``sweep``, ...) and the
+decentralized algorithms are imported lazily, on first attribute access.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ _LAZY_MODULES = {
     "topology",
     "exact",
     "sweep",
-    "plotting",
     "algorithms",
 }
 

@@ -15,9 +15,11 @@ column         meaning
                (average over steps s..k, s = start of the tail), ``"last"`` (worker
                mean at step k) or ``"state"`` (algorithm-specific metrics)
 ``metric``     ``excess_risk``, ``hnorm2``, ``dist2`` or an algorithm metric
-``mean``       mean over non-diverged replicates
-``se``         standard error of the mean (sample std / sqrt(count)); 0 for exact engines
-``count``      number of replicates in the mean
+``mean``       mean over non-diverged replicates, ``(1/n) sum_r x_r``
+``se``         standard error of the mean, ``s / sqrt(n)`` with the sample variance
+               ``s^2 = sum_r (x_r - mean)^2 / (n - 1)``; ``inf`` when ``n = 1`` (one value
+               has no spread estimate); 0 for exact engines
+``count``      number of replicates in the mean, ``n`` (survivors: see :class:`Result`)
 =============  ====================================================================
 
 ``Result.values[config]`` holds the per-replicate values (shape
@@ -57,7 +59,10 @@ FRAME_COLUMNS = [
 def summarize(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean, standard error and count along the last axis over entries where ``valid``.
 
-    ``values`` has shape ``(..., R)``; ``valid`` broadcasts against it.
+    ``values`` has shape ``(..., R)``; ``valid`` broadcasts against it.  Over the ``n``
+    valid finite entries: ``mean = (1/n) sum x_r``, ``se = s / sqrt(n)`` with
+    ``s^2 = sum (x_r - mean)^2 / (n - 1)``; ``se = inf`` when ``n = 1`` (``mean`` is NaN and
+    ``se`` inf when ``n = 0``: such rows are dropped from the frame).
     """
     valid = np.broadcast_to(valid, values.shape) & np.isfinite(values)
     count = valid.sum(axis=-1)
@@ -67,7 +72,7 @@ def summarize(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.nda
         dev = np.where(valid, values - mean[..., None], 0.0)
         var = (dev**2).sum(axis=-1) / (count - 1)
         se = np.sqrt(var / count)
-    se = np.where(count > 1, se, np.nan)
+    se = np.where(count > 1, se, np.inf)  # one replicate: no estimate of its spread
     return mean, se, count
 
 
@@ -88,10 +93,36 @@ class ConfigValues:
         ok = (div[None, :] == 0) | (self.steps[:, None] < div[None, :])
         return ok[:, None, None, :]
 
+    def diverged_by(self) -> np.ndarray:
+        """(n_rec,) replicates diverged at or before each record step (excluded there)."""
+        div = np.asarray(self.diverged_at)
+        return ((div[None, :] > 0) & (div[None, :] <= self.steps[:, None])).sum(axis=1)
+
 
 @dataclass
 class Result:
-    """Outcome of :func:`convkit.simulate` (or of an exact engine)."""
+    """Outcome of :func:`convkit.simulate` (or of an exact engine).
+
+    Queries: :meth:`curve` (one curve), :meth:`final` (the last reported point of every
+    configuration), :meth:`compare` (paired comparison under common random numbers),
+    :attr:`diverged` (one row per diverged replicate).  An unknown configuration, metric or
+    iterate raises a ``ValueError`` that names it and lists those that exist.
+
+    **After divergence.** A replicate that diverges at local step ``k_r`` (listed in
+    :attr:`diverged`) counts at the record steps before ``k_r`` only, so ``count`` is the
+    number of survivors.  A configuration's rows stop at its last record step with at least
+    one surviving replicate: there is no row after it, and no NaN anywhere.  With a single
+    survivor ``se = inf`` (one value carries no estimate of its spread; keep ``count >= 2``
+    before a within-k-SE test).  :meth:`curve` and :meth:`final` add ``diverged``, the
+    replicates diverged at or before the row's step.  :meth:`final` reports every
+    configuration at its own last reported step, with ``last_step`` (the configuration's last
+    scheduled record step) and ``truncated`` (``step < last_step``: every replicate diverged
+    before the end).  :meth:`compare` has a row only at the steps where at least one
+    replicate survives in both configurations (paired), ``count`` of them; ``diff_se`` and
+    ``ratio_se`` are ``inf`` for a single pair, and a zero baseline mean gives
+    ``ratio = +-inf`` with ``ratio_se = inf``.  Exact engines (one pseudo-replicate holding
+    expectations) report ``se = 0`` and drop the record steps after a mean-square divergence.
+    """
 
     frame: pd.DataFrame
     meta: dict[str, Any]
@@ -100,23 +131,85 @@ class Result:
     # ---------------------------------------------------------------- queries
     @property
     def configs(self) -> list[str]:
-        return list(dict.fromkeys(self.frame["config"]))
+        return list(dict.fromkeys([*self.frame["config"], *self.values]))
 
-    def curve(self, config: str | None = None, metric: str = "hnorm2", iterate: str = "avg"):
-        """Rows of one curve (one config, metric and iterate), sorted by step."""
+    def _check_config(self, config: str, role: str = "config") -> str:
+        if config not in self.configs:
+            raise ValueError(f"unknown {role} {config!r}; the configurations are {self.configs}")
+        return config
 
-        config = config if config is not None else self.configs[0]
-        f = self.frame
-        sel = f[(f.config == config) & (f.metric == metric) & (f.iterate == iterate)]
-        if sel.empty:
-            raise KeyError(f"no rows for config={config!r}, metric={metric!r}, iterate={iterate!r}")
-        return sel.sort_values("step").reset_index(drop=True)
+    def _check_names(self, metric: str, iterate: str, frame: pd.DataFrame) -> None:
+        """``metric`` and ``iterate`` must occur in ``frame`` (and together)."""
+        metrics = list(dict.fromkeys(frame["metric"]))
+        iterates = list(dict.fromkeys(frame["iterate"]))
+        if metric not in metrics:
+            raise ValueError(f"unknown metric {metric!r}; the metrics are {metrics}")
+        if iterate not in iterates:
+            raise ValueError(f"unknown iterate {iterate!r}; the iterates are {iterates}")
+        have = list(dict.fromkeys(frame.loc[frame["metric"] == metric, "iterate"]))
+        if iterate not in have:
+            raise ValueError(
+                f"metric {metric!r} has no rows for iterate {iterate!r}; its iterates are {have}"
+            )
+
+    def _last_record_step(self, config: str, reported: int) -> int:
+        """The configuration's last scheduled record step (``reported`` if unknown)."""
+        if config in self.values:
+            return int(np.max(self.values[config].steps))
+        algo = self.meta.get("algorithms", {}).get(config, {})
+        if isinstance(algo, dict) and "local_steps" in algo:
+            return int(algo["local_steps"])
+        return int(reported)
+
+    def _add_diverged(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Column ``diverged`` (replicates diverged by the row's step), if values are held."""
+        if not all(c in self.values for c in rows["config"].unique()):
+            return rows
+        out = np.zeros(len(rows), dtype=np.int64)
+        for name, idx in rows.groupby("config", sort=False).indices.items():
+            cv = self.values[name]
+            by = cv.diverged_by()
+            pos = np.searchsorted(cv.steps, rows["step"].to_numpy()[idx])
+            out[idx] = by[np.minimum(pos, by.size - 1)]
+        return rows.assign(diverged=out)
+
+    def curve(
+        self, config: str | None = None, metric: str = "hnorm2", iterate: str = "avg"
+    ) -> pd.DataFrame:
+        """Rows of one curve (one config, metric and iterate), sorted by step, with the
+        column ``diverged`` (replicates diverged by each step; when values are held).  The
+        curve stops at the last record step with a surviving replicate (see :class:`Result`).
+        """
+
+        config = self._check_config(config if config is not None else self.configs[0])
+        mine = self.frame[self.frame.config == config]
+        if mine.empty:
+            raise ValueError(
+                f"configuration {config!r} has no rows: every replicate diverged before its "
+                "first record step (see Result.diverged)"
+            )
+        self._check_names(metric, iterate, mine)
+        sel = mine[(mine.metric == metric) & (mine.iterate == iterate)]
+        return self._add_diverged(sel.sort_values("step").reset_index(drop=True))
 
     def final(self, metric: str = "hnorm2", iterate: str = "avg") -> pd.DataFrame:
-        """The last record point of every configuration."""
+        """The last reported record point of every configuration (sorted by config).
 
+        Extra columns: ``last_step`` (the configuration's last scheduled record step),
+        ``truncated`` (``step < last_step``: every replicate diverged before the end, so this
+        row is at an earlier step than the others) and ``diverged`` (replicates diverged by
+        ``step``; when values are held).
+        """
+
+        self._check_names(metric, iterate, self.frame)
         f = self.frame[(self.frame.metric == metric) & (self.frame.iterate == iterate)]
-        return f.loc[f.groupby("config")["step"].idxmax()].reset_index(drop=True)
+        out = f.loc[f.groupby("config")["step"].idxmax()].reset_index(drop=True)
+        last = [
+            self._last_record_step(c, s) for c, s in zip(out["config"], out["step"], strict=True)
+        ]
+        out["last_step"] = np.asarray(last, dtype=np.int64)
+        out["truncated"] = out["step"].to_numpy() < out["last_step"].to_numpy()
+        return self._add_diverged(out)
 
     @property
     def diverged(self) -> pd.DataFrame:
@@ -140,34 +233,75 @@ class Result:
         """Paired comparison of ``config`` against ``baseline`` under common random numbers.
 
         Both must have been simulated in the same call (same samples for worker i at local
-        step k). Rows are the record steps the two share; columns ``diff`` (mean of
-        per-replicate differences config - baseline) with ``diff_se``, and ``ratio`` (ratio of
-        means) with ``ratio_se`` from the delta method with the paired covariance:
-        ``Var(a/b) ~ (Var a - 2 r Cov(a, b) + r^2 Var b) / (n mu_b^2)``, ``r = mu_a / mu_b``.
+        step k).  Rows are the record steps the two share at which ``count = n >= 1``
+        replicates survive in both (paired: the same replicates on both sides).  With
+        ``a_r, b_r`` the paired values, ``mean``/``baseline_mean`` their means ``mu_a, mu_b``:
+
+        * ``diff = mu_a - mu_b`` (the mean of the per-replicate differences), ``diff_se =
+          sd(a_r - b_r) / sqrt(n)`` (sample sd, ddof 1);
+        * ``ratio = R = mu_a / mu_b`` with ``ratio_se`` from the delta method with the paired
+          covariance: ``Var(R) ~ (Var a - 2 R Cov(a, b) + R^2 Var b) / (n mu_b^2)``, i.e.
+          ``ratio_se = sd(a_r - R b_r) / (sqrt(n) |mu_b|)``.
+
+        A single pair gives ``diff_se = ratio_se = inf``; ``mu_b = 0`` gives
+        ``ratio = +-inf`` (``+inf`` for 0/0) and ``ratio_se = inf``.  An exact result (one
+        pseudo-replicate holding expectations) has ``diff_se = ratio_se = 0``.  Never NaN.
         """
         import pandas as pd
 
+        if not self.values:
+            raise ValueError(
+                "compare needs the per-replicate values (Result.values), which this result "
+                "does not hold (a frame alone cannot give paired standard errors)"
+            )
+        labels = list(self.values)
+        if config not in self.values:
+            raise ValueError(f"unknown config {config!r}; the configurations are {labels}")
         baseline = baseline if baseline is not None else self.configs[0]
+        if baseline not in self.values:
+            raise ValueError(f"unknown baseline {baseline!r}; the configurations are {labels}")
         a, b = self.values[config], self.values[baseline]
+        for cv in (a, b):
+            if metric not in cv.metrics:
+                raise ValueError(f"unknown metric {metric!r}; the metrics are {cv.metrics}")
+            if iterate not in cv.iterates:
+                raise ValueError(f"unknown iterate {iterate!r}; the iterates are {cv.iterates}")
         common, ia, ib = np.intersect1d(a.steps, b.steps, return_indices=True)
-        i_it, i_me = a.iterates.index(iterate), a.metrics.index(metric)
-        j_it, j_me = b.iterates.index(iterate), b.metrics.index(metric)
-        va = a.values[ia, i_it, i_me, :]
-        vb = b.values[ib, j_it, j_me, :]
+        va = a.values[ia, a.iterates.index(iterate), a.metrics.index(metric), :]
+        vb = b.values[ib, b.iterates.index(iterate), b.metrics.index(metric), :]
+        for cv in (a, b):  # a metric defined for some iterates only (algorithm metrics)
+            x = np.isfinite(cv.values[:, :, cv.metrics.index(metric), :]).any(axis=(0, 2))
+            have = [it for it, h in zip(cv.iterates, x, strict=True) if h]
+            if have and iterate not in have:
+                raise ValueError(
+                    f"metric {metric!r} has no rows for iterate {iterate!r}; "
+                    f"its iterates are {have}"
+                )
         ok = a.valid_mask()[ia, 0, 0, :] & b.valid_mask()[ib, 0, 0, :]
         ok &= np.isfinite(va) & np.isfinite(vb)
         n = ok.sum(axis=1)
+        keep = n > 0  # steps where at least one replicate survives in both
+        common, va, vb, ok, n = common[keep], va[keep], vb[keep], ok[keep], n[keep]
+        exact = self.meta.get("engine") == "exact"
         with np.errstate(invalid="ignore", divide="ignore"):
             ma = np.where(ok, va, 0).sum(1) / n
             mb = np.where(ok, vb, 0).sum(1) / n
             da = np.where(ok, va - ma[:, None], 0)
             db = np.where(ok, vb - mb[:, None], 0)
-            var_a = (da**2).sum(1) / (n - 1)
-            var_b = (db**2).sum(1) / (n - 1)
-            cov = (da * db).sum(1) / (n - 1)
-            diff_se = np.sqrt(np.maximum(var_a - 2 * cov + var_b, 0) / n)
-            ratio = ma / mb
-            ratio_se = np.sqrt(np.maximum(var_a - 2 * ratio * cov + ratio**2 * var_b, 0) / n) / mb
+            zero = mb == 0
+            ratio = np.where(zero, np.copysign(np.inf, ma), ma / np.where(zero, 1, mb))
+            r = np.where(zero, 0, ratio)[:, None]
+            dof = np.maximum(n - 1, 1)
+            diff_se = np.sqrt(((da - db) ** 2).sum(1) / dof / n)
+            ratio_se = np.sqrt(((da - r * db) ** 2).sum(1) / dof / n) / np.where(
+                zero, 1, np.abs(mb)
+            )
+        if exact:
+            diff_se, ratio_se = np.zeros_like(ma), np.zeros_like(ma)
+        else:
+            diff_se = np.where(n > 1, diff_se, np.inf)
+            ratio_se = np.where(n > 1, ratio_se, np.inf)
+        ratio_se = np.where(zero, np.inf, ratio_se)
         return pd.DataFrame(
             {
                 "config": config,
