@@ -31,3 +31,13 @@ def test_notebook_executes(path):
         if o.get("output_type") == "error"
     ]
     assert not errors
+    # a notebook that draws shows its figures inline (no non-interactive backend forced)
+    if any("plt." in "".join(c.source) for c in nb.cells if c.cell_type == "code"):
+        images = [
+            o
+            for c in nb.cells
+            if c.cell_type == "code"
+            for o in c.outputs
+            if "image/png" in o.get("data", {})
+        ]
+        assert images, f"{path.name} draws a figure but displays none"

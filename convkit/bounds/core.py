@@ -5,7 +5,9 @@ A :class:`TheoryResult` is immutable. It can be
 
 * displayed (:meth:`TheoryResult.latex`, :meth:`TheoryResult.describe`),
 * evaluated numerically, vectorized over NumPy arrays (:meth:`TheoryResult.evaluate`), with
-  its conditions checked (:meth:`TheoryResult.check_conditions`),
+  the values checked against their symbols' assumptions
+  (:meth:`TheoryResult.check_assumptions`: ``h`` declared positive refuses ``h = -2``) and the
+  conditions checked (:meth:`TheoryResult.check_conditions`); ``check=False`` skips both,
 * transformed into derived results: a threshold (:meth:`TheoryResult.solve_for`), the leading
   exponent and leading term as a variable tends to infinity
   (:meth:`TheoryResult.leading_exponent`, :meth:`TheoryResult.leading_term`), a substitution
@@ -71,7 +73,22 @@ def symbol(name: str, **assumptions: bool) -> sp.Symbol:
 
 
 class ConditionError(ValueError):
-    """Raised when parameters violate the conditions under which a result holds."""
+    """Raised when parameters violate the conditions under which a result holds, or the
+    assumptions of its symbols (``h`` declared positive evaluated at ``h = -2``)."""
+
+
+#: Assumptions of a symbol that :meth:`TheoryResult.evaluate` enforces on the values given,
+#: in the order they are checked: name -> (test on a float array, text for the message).
+#: Integrality (``integer=True``) is not enforced, so that a bound can be drawn over a
+#: continuous grid (``T = np.logspace(2, 5)``).
+_ASSUMPTION_TESTS: tuple[tuple[str, Callable[[np.ndarray], np.ndarray], str], ...] = (
+    ("real", lambda v: ~np.isnan(v), "real (not NaN)"),
+    ("positive", lambda v: v > 0, "positive (> 0)"),
+    ("nonnegative", lambda v: v >= 0, "nonnegative (>= 0)"),
+    ("negative", lambda v: v < 0, "negative (< 0)"),
+    ("nonpositive", lambda v: v <= 0, "nonpositive (<= 0)"),
+    ("nonzero", lambda v: v != 0, "nonzero"),
+)
 
 
 def _as_relational_list(conditions: Iterable[Any]) -> tuple[sp.Basic, ...]:
@@ -256,6 +273,49 @@ class TheoryResult:
             out[sp.sstr(c)] = val
         return out
 
+    def check_assumptions(self, **params: Any) -> None:
+        """Raise :class:`ConditionError` if a value violates its symbol's assumptions.
+
+        Every parameter named like a symbol of the result (expression or conditions) is
+        checked against that symbol's sign and reality assumptions (``positive``,
+        ``nonnegative``, ``negative``, ``nonpositive``, ``nonzero``, ``real``: NaN and complex
+        values are not real); the message names the symbol, the first offending value and
+        the assumption. Integrality is not enforced (curves over continuous grids are
+        allowed). Parameters that are not symbols (the arrays of a ``numeric`` evaluator) are
+        not checked.
+        """
+        syms = self.symbols
+        for name, value in params.items():
+            sym = syms.get(name)
+            if sym is None:
+                continue
+            arr = np.asarray(value)
+            if np.iscomplexobj(arr) and np.any(np.imag(arr) != 0):
+                if sym.is_real or sym.is_extended_real:
+                    bad = arr[np.imag(arr) != 0].ravel()[0]
+                    raise ConditionError(
+                        f"{self.name}: {name} = {bad} violates the assumption of symbol "
+                        f"{name!r}: real; the result does not apply there (check=False "
+                        "evaluates anyway)"
+                    )
+                continue
+            try:
+                v = np.asarray(np.real(arr), dtype=float)
+            except (TypeError, ValueError):
+                continue  # not numeric: lambdify will tell
+            for key, test, text in _ASSUMPTION_TESTS:
+                if not sym.assumptions0.get(key):
+                    continue
+                ok = np.asarray(test(v), dtype=bool)
+                if not np.all(ok):
+                    bad = v[~np.broadcast_to(ok, v.shape)].ravel()[0] if v.ndim else v
+                    where = "" if v.ndim == 0 else f" (an entry of an array of shape {v.shape})"
+                    raise ConditionError(
+                        f"{self.name}: {name} = {float(bad):g}{where} violates the assumption "
+                        f"of symbol {name!r}: {text}; the result does not apply there "
+                        "(check=False evaluates anyway)"
+                    )
+
     def conditions_hold(self, **params: Any) -> np.ndarray:
         """Boolean array: all conditions hold (``True`` when there are none)."""
         res = self.check_conditions(**params)
@@ -269,8 +329,11 @@ class TheoryResult:
         Parameters are passed by symbol name (``evaluate(T=np.logspace(2, 5), n=8, C_2=3.0)``).
         Every symbol of the expression must be given (unknown constants included: fit them
         with :func:`fit_constants`); unknown names raise. With ``check=True`` (default) the
-        conditions are checked too, which needs their parameters, and a violation raises
-        :class:`ConditionError` naming the condition and the offending values.
+        values are checked against the assumptions of their symbols
+        (:meth:`check_assumptions`: ``h`` declared positive refuses ``h = -2``) and the
+        conditions are checked too, which needs their parameters; a violation of either
+        raises :class:`ConditionError` (a ``ValueError``) naming the symbol or condition, the
+        offending value and the assumption. ``check=False`` skips both checks.
         """
         allowed = set(self.parameters) | set(self.condition_parameters)
         unknown = sorted(set(params) - allowed)
@@ -285,6 +348,8 @@ class TheoryResult:
             if miss_const:
                 hint = f" ({miss_const} are unknown constants: fit them with fit_constants)"
             raise ValueError(f"{self.name}: missing parameter(s) {missing}{hint}")
+        if check:
+            self.check_assumptions(**params)
         if check and self.conditions:
             for text, ok in self.check_conditions(**params).items():
                 if not np.all(ok):

@@ -11,8 +11,9 @@ the reason is one sentence of detail. The summary line counts the rows per verdi
 ``setting``, ``measured``, ``theoretical``, ``verdict``, ``reason`` (plus ``check``,
 ``margin``, ``details`` and ``seconds`` where present). ``--only`` selects checks by check name
 or library result name (exact, dotted prefix such as ``compression``, or a shell glob such as
-``'sgd.*'``). The exit code is 0 unless a check crashed (or the arguments are wrong): a
-``violated`` verdict is a measured result, not an error.
+``'sgd.*'``). The exit code is 0 unless a check crashed (1) or the arguments are wrong (2, one
+line on stderr): a ``violated`` verdict is a measured result, not an error. The ``--json`` path
+is checked (its directory exists and is writable) before any check runs.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import textwrap
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 __all__ = ["format_table", "main"]
 
@@ -40,14 +45,28 @@ _WIDTHS = {
 
 
 def _cell(v: Any) -> str:
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return str(v)
-        return f"{v:.6g}"
-    if isinstance(v, int):
-        return str(v)
+    """Text of one table cell: numbers (Python or NumPy, also inside lists, tuples, arrays and
+    dicts) with 6 significant digits, ``None`` as an empty cell, strings as they are."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        x = float(v)
+        return str(x) if math.isnan(x) or math.isinf(x) else f"{x:.6g}"
+    if isinstance(v, np.ndarray):
+        return _cell(v.tolist()) if v.ndim else _cell(v.item())
+    if isinstance(v, list):
+        return "[" + ", ".join(_cell(x) if x is not None else "-" for x in v) + "]"
+    if isinstance(v, tuple):
+        inner = ", ".join(_cell(x) if x is not None else "-" for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_cell(x)}" for k, x in v.items())
     return str(v)
 
 
@@ -108,9 +127,33 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _json_target_problem(path: str) -> str | None:
+    """Why ``path`` cannot receive the JSON rows (``None`` when it can): its directory must
+    exist and be writable, and ``path`` must not be a directory or a read-only file."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        return f"{path} is a directory, not a file"
+    if not parent.is_dir():
+        return f"the directory {parent} does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"the directory {parent} is not writable"
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{path} exists and is not writable"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``convkit check``; returns the exit code."""
+    """Entry point of ``convkit check``; returns the exit code (2 for bad arguments, such as a
+    ``--json`` path that cannot be written: checked before any check runs)."""
     args = _parser().parse_args(argv)
+    if args.json:
+        why = _json_target_problem(args.json)
+        if why:
+            print(
+                f"convkit check: argument --json: cannot write {args.json}: {why}", file=sys.stderr
+            )
+            return 2
     from convkit import bounds
     from convkit.verdicts import CRASHED, VERDICTS
 
@@ -141,8 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.json:
         out = [_jsonable(r) for r in rows]
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(out, fh, indent=1)
+        try:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                json.dump(out, fh, indent=1)
+        except OSError as exc:  # checked up front; this is a late failure (disk full, ...)
+            print(
+                f"convkit check: argument --json: cannot write {args.json}: {exc}", file=sys.stderr
+            )
+            return 2
         progress(f"wrote {args.json}")
     for r in crashed:
         print(

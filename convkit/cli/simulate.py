@@ -1,34 +1,249 @@
 """The ``convkit simulate`` command line: one Local-SGD run on a Gaussian least-squares
-problem, its averaged-iterate curve printed as a table."""
+problem, its averaged-iterate curve printed as a table.
+
+Every option is documented by ``convkit simulate --help`` (meaning, default, allowed values).
+A bad value is answered by one line on stderr naming the option, the value and what is allowed,
+and exit code 2 (never a traceback): ranges are checked while parsing, and the errors the
+library raises while building and running (a budget that is not a multiple of the workers, more
+rounds than local steps) are mapped back to the option they come from.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+__all__ = ["build_parser", "main"]
+
+PROG = "convkit simulate"
+COLUMNS = ["step", "gradients", "rounds", "mean", "se", "count"]
+
+
+class UsageError(Exception):
+    """A bad command-line value: ``option``, its ``value`` and the message (what is allowed)."""
+
+    def __init__(self, option: str, value: Any, message: str) -> None:
+        super().__init__(f"{option} {value}: {message}")
+        self.option, self.value, self.message = option, value, message
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _integer(low: int) -> Callable[[str], int]:
+    """Argparse type: an integer ``>= low``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
+        return v
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def _real(interval: str, test: Callable[[float], bool]) -> Callable[[str], float]:
+    """Argparse type: a finite real number in ``interval`` (``test`` says whether it is)."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        if not math.isfinite(v) or not test(v):
+            raise argparse.ArgumentTypeError(f"must be a number in {interval}, got {text!r}")
+        return v
+
+    parse.__name__ = f"number in {interval}"
+    return parse
+
+
+def _comm(text: str) -> str:
+    """Argparse type: a communication spec accepted by :func:`convkit.schedules.comm_from_spec`."""
+    from convkit.schedules import COMM_SPEC_FORMS, comm_from_spec
+
+    try:
+        comm_from_spec(text)
+    except (TypeError, ValueError) as exc:
+        detail = str(exc)
+        if detail.startswith("comm must be"):
+            detail = "not a communication schedule"
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is invalid ({detail}); allowed: {COMM_SPEC_FORMS}"
+        ) from None
+    return text
+
+
+def _spectrum(text: str) -> str:
+    """Argparse type: a spectrum preset of :func:`convkit.problems.least_squares.spectrum`."""
+    from convkit.problems.least_squares import spectrum
+
+    try:
+        spectrum(text, 2)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"must be 'flat', '1/i', '1/i^2' or 'kappa:K' (K >= 1), got {text!r} ({exc})"
+        ) from None
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``convkit simulate`` (every option with its meaning, default, range)."""
+    from convkit.problems.base import METRICS
+
+    p = _Parser(
+        prog=PROG,
+        description="One Local-SGD run on a Gaussian least-squares problem; prints the curve of "
+        "the Polyak-Ruppert averaged iterate (mean, standard error and count over replicates) "
+        "as a table.",
+    )
+    add = p.add_argument
+
+    def opt(name: str, help: str, **kwargs: Any) -> None:
+        add(name, help=f"{help}; default: %(default)s", **kwargs)
+
+    pos = _integer(1)
+    opt("--d", "dimension of the problem; integer >= 1", type=pos, default=20)
+    opt(
+        "--spectrum",
+        type=_spectrum,
+        default="1/i",
+        help="eigenvalues h_i of the design covariance: 'flat' (1), '1/i', '1/i^2' or "
+        "'kappa:K' (log-spaced from 1 to 1/K, K >= 1)",
+    )
+    opt(
+        "--noise",
+        type=_real("[0, inf)", lambda v: v >= 0),
+        default=1.0,
+        help="standard deviation of the additive label noise; number >= 0",
+    )
+    opt("--workers", "number of workers P; integer >= 1", type=pos, default=8)
+    opt(
+        "--comm",
+        type=_comm,
+        default="rounds:10",
+        help="communication schedule: 'mba' (average after every local step), 'osa' (once, at "
+        "the end), 'every:H' (every H local steps, 1 <= H <= n) or 'rounds:N' (N evenly spaced "
+        "rounds, 1 <= N <= n), where n = gradients / workers is the number of local steps",
+    )
+    opt(
+        "--C",
+        type=_real("(0, inf)", lambda v: v > 0),
+        default=0.5,
+        help="step-size scale C of gamma_k = C k^-alpha; number > 0",
+    )
+    opt(
+        "--alpha",
+        type=_real("[0, 1]", lambda v: 0 <= v <= 1),
+        default=0.75,
+        help="step-size decay exponent alpha of gamma_k = C k^-alpha; number in [0, 1] "
+        "(0: constant step, 1/2 < alpha < 1: the large-step regime)",
+    )
+    opt(
+        "--gradients",
+        type=pos,
+        default=8 * 2000,
+        help="total stochastic gradients T over all workers; a positive multiple of --workers "
+        "(each worker runs n = T / P local steps)",
+    )
+    opt(
+        "--replicates",
+        type=pos,
+        default=100,
+        help="independent replicates R the mean and standard error are taken over; integer >= 1",
+    )
+    opt(
+        "--seed",
+        type=_integer(0),
+        default=0,
+        help="random seed of the problem and of the run (same seed, same table); integer >= 0",
+    )
+    opt(
+        "--metric",
+        choices=METRICS,
+        default="hnorm2",
+        help="error printed: 'excess_risk' (f(theta) - f(theta*)), 'hnorm2' "
+        "(||theta - theta*||_H^2) or 'dist2' (||theta - theta*||^2)",
+    )
+    return p
+
+
+# library parameter name (start of its error message) -> option, per stage
+_PROBLEM = {"d": "--d", "spectrum": "--spectrum", "noise": "--noise", "seed": "--seed"}
+_STEP = {"C": "--C", "alpha": "--alpha"}
+_ALGO = {"workers": "--workers", "comm": "--comm", "H": "--comm", "N": "--comm"}
+_RUN = {
+    "gradients": "--gradients",
+    "replicates": "--replicates",
+    "seed": "--seed",
+    "N": "--comm",
+    "H": "--comm",
+    "at": "--comm",
+    "first": "--comm",
+    "scale": "--comm",
+    "workers": "--workers",
+}
+
+
+def _stage(
+    args: argparse.Namespace, options: dict[str, str], fallback: str, build: Callable[[], Any]
+) -> Any:
+    """Run ``build``; turn its ``ValueError``/``TypeError`` into a :class:`UsageError` naming the
+    option its message is about (its first word), ``fallback`` when none matches."""
+    try:
+        return build()
+    except (TypeError, ValueError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = message.split(" ", 1)[0]
+        option = options.get(first, fallback)
+        value = getattr(args, option.lstrip("-"))
+        raise UsageError(option, value, message) from exc
+
+
+def _run(args: argparse.Namespace) -> str:
+    """Build, run and format; raises :class:`UsageError` for a bad combination of values."""
+    import convkit as ck
+
+    prob = _stage(
+        args,
+        _PROBLEM,
+        "--spectrum",
+        lambda: ck.LeastSquares.gaussian(args.d, args.spectrum, args.noise, seed=args.seed),
+    )
+    step = _stage(args, _STEP, "--alpha", lambda: ck.PolyDecay(args.C, args.alpha))
+    algo = _stage(args, _ALGO, "--comm", lambda: ck.LocalSGD(args.workers, step, comm=args.comm))
+    res = _stage(
+        args,
+        _RUN,
+        "--gradients",
+        lambda: ck.simulate(
+            prob, algo, gradients=args.gradients, replicates=args.replicates, seed=args.seed
+        ),
+    )
+    curve = res.curve(metric=args.metric, iterate="avg")[COLUMNS]
+    return curve.to_string(index=False, float_format=lambda v: f"{v:.6g}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``convkit simulate``; returns the exit code."""
-    import convkit as ck
-
-    p = argparse.ArgumentParser(prog="convkit simulate", description="One Local-SGD run.")
-    p.add_argument("--d", type=int, default=20)
-    p.add_argument("--spectrum", default="1/i")
-    p.add_argument("--noise", type=float, default=1.0)
-    p.add_argument("--workers", type=int, default=8)
-    p.add_argument("--comm", default="rounds:10", help="mba, osa, every:H or rounds:N")
-    p.add_argument("--C", type=float, default=0.5)
-    p.add_argument("--alpha", type=float, default=0.75)
-    p.add_argument("--gradients", type=int, default=8 * 2000)
-    p.add_argument("--replicates", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--metric", default="hnorm2")
-    args = p.parse_args(None if argv is None else list(argv))
-    prob = ck.LeastSquares.gaussian(args.d, args.spectrum, args.noise, seed=args.seed)
-    algo = ck.LocalSGD(args.workers, ck.PolyDecay(args.C, args.alpha), comm=args.comm)
-    res = ck.simulate(
-        prob, algo, gradients=args.gradients, replicates=args.replicates, seed=args.seed
-    )
-    cols = ["step", "gradients", "rounds", "mean", "se", "count"]
-    print(res.curve(metric=args.metric, iterate="avg")[cols].to_string(index=False))
+    """Entry point of ``convkit simulate``; returns the exit code (2 for a bad value)."""
+    args = build_parser().parse_args(None if argv is None else list(argv))
+    try:
+        table = _run(args)
+    except UsageError as exc:
+        got = "" if str(exc.value) in exc.message else f" (got {exc.value})"
+        print(f"{PROG}: argument {exc.option}: {exc.message}{got}", file=sys.stderr)
+        return 2
+    print(table)
     return 0
