@@ -217,8 +217,35 @@ def test_frame_layout_matches_simulate():
     assert ex.frame[key].equals(mc.frame[key])
     assert (ex.frame["se"] == 0).all() and (ex.frame["count"] == EXACT_COUNT).all()
     assert ex.meta["engine"] == "exact"
-    cmp = ex.compare(ex.configs[0])
-    assert np.all(cmp["diff"] == 0)
+
+
+def test_compare_of_exact_results_matches_the_full_matrix_reference():
+    """``Result.compare`` on exact results of two different configurations (Local-SGD every 5
+    steps against OSA, b = 2, P = 2, 100 local steps, rotated H): ``diff`` and ``ratio`` at every
+    record step equal those of the independent full-matrix reference above to 1e-12 relative
+    (``diff``: to 1e-12 of the compared values, being their difference; avg, hnorm2: compare's
+    defaults; also the last iterate), and their standard errors are 0 (no Monte Carlo
+    noise). (Replaces a comparison of a configuration with itself.)"""
+    prob = ck.LeastSquares.gaussian(3, spectrum="1/i", noise=0.5, rotate=True, seed=2)
+    st = ck.PolyDecay(0.3, 0.75)
+    local = ck.LocalSGD(2, st, comm="every:5", batch=2, name="local")
+    osa = ck.OSA(2, st, batch=2, name="osa")
+    theta0 = np.linspace(-1, 1, 3)
+    n = 100
+    ex = expected_error(prob, [local, osa], steps=n, theta0=theta0)
+    ref = {a.label: full_matrix_reference(prob, a, n, theta0) for a in (local, osa)}
+    for it in ("avg", "last"):
+        cmp = ex.compare("osa", "local", iterate=it)
+        steps = cmp["step"].to_numpy()
+        assert steps.size >= 20
+        a, b = ref["osa"][it][steps - 1, 0], ref["local"][it][steps - 1, 0]
+        assert abs(a[-1] / b[-1] - 1) > 1e-4  # the two configurations differ
+        # a difference of two values known to 1e-12 relative: compared at their scale
+        assert np.all(np.abs(cmp["diff"].to_numpy() - (a - b)) <= 1e-12 * b)
+        np.testing.assert_allclose(cmp["ratio"], a / b, rtol=1e-12)
+        np.testing.assert_allclose(cmp["mean"], a, rtol=1e-12)
+        np.testing.assert_allclose(cmp["baseline_mean"], b, rtol=1e-12)
+        assert (cmp["diff_se"] == 0).all() and (cmp["ratio_se"] == 0).all()
 
 
 def test_divergence_above_the_stability_limit():

@@ -73,14 +73,44 @@ def _assert_stability(check: str, result: str) -> None:
         assert r["verdict"] == HOLDS, r
         lo, hi = r["details"]["bracket"]
         assert lo < r["measured"] < hi
-        assert abs(r["measured"] / r["theoretical"] - 1) <= (0.05 if not FULL else 0.03)
+        rel = abs(r["measured"] / r["theoretical"] - 1)
+        if not FULL:
+            assert rel <= 0.05
+        else:
+            assert rel <= _full_mode_stability_margin(lo, hi), (rel, lo, hi)
+
+
+# Full-mode margin of the Monte Carlo stability limits, derived from the check itself
+# (convkit/bounds/sgd_stability.py, _mc_ms_limit: bisection in log gamma, stopping at
+# hi / lo - 1 <= 0.01, on the sign of mean_square_growth_rate with 400 steps, 8 systems of 512
+# particles). Its error in log gamma (~ the relative error) has three parts:
+# * bracket resolution: the estimate is the geometric mean of the final bracket, so it is
+#   within sqrt(hi / lo) - 1 (<= 0.005) of the crossing the decisions located (from the row);
+# * standard error: near gamma* the estimated rate is s (log gamma - log gamma*) + noise, with
+#   s = d log rho / d log gamma (rho the spectral radius of the exact moment map) and noise SE
+#   se_rate (spread over the 8 systems); a decision is wrong only within se_rate / s of
+#   gamma*. Measured at gamma* for every full-mode setting (4 repeats each): se_rate / s is
+#   at most 0.0021 (1-D, h = 2, b = 1: s = 1.33, se_rate = 0.0028; others <= 0.0014);
+#   4 SE (about 80 decisions over the 10 settings, P(|z| > 4) = 6e-5 each) = 0.0084;
+# * the estimator's O(1/R) bias: at gamma* the rate is measured below 0 by up to
+#   0.0094 (1-D, b = 1), i.e. the crossing lies up to 0.0070 above gamma* (others <= 0.0028).
+# Total: 0.005 + 0.0084 + 0.0070 = 0.020, i.e. the former 0.02; the 0.03 it was widened to
+# had no standard error behind it. (Quick mode, 200 steps and 256 particles, the same
+# derivation gives 0.010 + 4 x 0.0036 + 0.0137 = 0.038, below the 0.05 kept there.)
+FULL_MC_SE_LOG_GAMMA = 0.0021
+FULL_MC_BIAS_LOG_GAMMA = 0.0070
+
+
+def _full_mode_stability_margin(lo: float, hi: float) -> float:
+    return float(np.sqrt(hi / lo) - 1) + 4 * FULL_MC_SE_LOG_GAMMA + FULL_MC_BIAS_LOG_GAMMA
 
 
 def test_ms_stability_1d_matches_exact_engine_and_monte_carlo_bisection():
     """sgd.ms_stability.1d: gamma* = 2b/((b+2)h) (SymPy) equals the exact engine's limit
     (spectral radius of the diagonal moment map) to 1e-6 for h = 2, b = 1 and h = 1, b = 4, and
     the Monte Carlo bisection on the resampled mean-square growth rate (h = 2, b = 1) lands
-    within 5 % of it (3 % in full mode)."""
+    within 5 % of it (in full mode: the margin derived at _full_mode_stability_margin, about
+    2 %)."""
     _assert_stability("stability.1d", "sgd.ms_stability.1d")
 
 
