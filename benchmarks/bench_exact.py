@@ -17,6 +17,13 @@
   From ``theta0 = 0`` the final averaged error is mostly (deterministic) bias, so few
   replicates suffice; ``exact_vs_mc_equal_precision_from_optimum`` is the same configuration
   started at ``theta*`` (all variance).
+* ``exact_full_call_mba_T1e7_d100_seconds``: the full public call
+  ``expected_error(prob, MBA(1, PolyDecay(C, 0.75)), gradients=1e7)`` (d = 100, spectrum 1/i,
+  C = 0.5 gamma*): schedule, record points, kernel, frame. Goal <= 1 s.
+* ``exact_full_call_over_kernel``: the largest ratio, over MBA, OSA and ``Rounds(n/2)`` at
+  ``T = 1e7, d = 100`` and ``T = 1e8, d = 10`` (one worker: ``n = T``), of the full public
+  call's time to the compiled kernel's alone on the same arguments (best of repeats, side by
+  side). Goal <= 1.2: no ``O(n)`` work outside the kernel. Quick mode: ``T / 10``.
 """
 
 from __future__ import annotations
@@ -41,6 +48,38 @@ def _curve_setup(d: int = 100):
     C = 0.5 * stability_limit(prob, batch=1)
     algo = ck.LocalSGD(4, ck.PolyDecay(C, 0.75), comm=ck.Rounds(1000), name="local")
     return prob, algo
+
+
+def full_call_vs_kernel(T: int, d: int, comm: str, repeats: int) -> tuple[float, float]:
+    """(seconds of the full ``expected_error`` call, seconds of its kernel alone) for one
+    worker, ``gamma_k = 0.5 gamma* k^-0.75``, ``n = T`` local steps, schedule ``comm``
+    (``"mba"``, ``"osa"`` or ``"half"`` = ``Rounds(n/2)``)."""
+    import numpy as np
+
+    from convkit.exact.local import local_curves, local_specs
+    from convkit.exact.moments import design_coefficients, problem_arrays
+
+    prob = ck.LeastSquares.gaussian(d, spectrum="1/i", noise=1.0)
+    step = ck.PolyDecay(0.5 * stability_limit(prob, batch=1), 0.75)
+    sched = {"mba": ck.EveryStep(), "osa": ck.Final(), "half": ck.Rounds(T // 2)}[comm]
+    algo = ck.LocalSGD(1, step, comm=sched, name=comm)
+    t_full = _best(lambda: expected_error(prob, algo, gradients=T), repeats)
+    h, z2, s2 = problem_arrays(prob, None)
+    spec = local_specs([algo], [T], None, 40, 0.5)[0]
+    kernel = __import__("convkit.exact._kernels", fromlist=["local_kernel"]).local_kernel()
+    c_sq, c_tr = design_coefficients(prob.design, 1)
+    kind, C, alpha, k0, gam = spec.kernel_step()
+    period, n_even, rpos = spec.kernel_rounds()
+    out = np.full((spec.rec.size, 6), np.nan)
+    thr = 1e12 * max(float(z2.sum()), 1.0)
+
+    def kernel_only() -> None:
+        kernel(h, z2, T, kind, C, alpha, k0, gam, period, n_even, rpos, 1.0, 1.0, c_sq, c_tr, s2,
+               spec.tail_start, spec.rec, thr, out)
+
+    t_kernel = _best(kernel_only, repeats)
+    del local_curves
+    return t_full, t_kernel
 
 
 def measure(quick: bool = False) -> dict[str, dict]:
@@ -78,7 +117,25 @@ def measure(quick: bool = False) -> dict[str, dict]:
     res0 = ck.simulate(prob2, algo2, steps=n, replicates=R0, seed=99, theta0=prob2.theta_star)
     f0 = res0.final("hnorm2", "avg").iloc[0]
     R0_needed = R0 * (float(f0["se"] / f0["mean"]) / 0.01) ** 2
+    scale = 10 if quick else 1
+    ratios, t_mba = {}, float("nan")
+    for T, d in ((10**7 // scale, 100), (10**8 // scale, 10)):
+        for comm in ("mba", "osa", "half"):
+            full, kern = full_call_vs_kernel(T, d, comm, 1 if quick else 2)
+            ratios[(T, d, comm)] = full / kern
+            if (d, comm) == (100, "mba"):
+                t_mba = full * scale
     return {
+        "exact_full_call_mba_T1e7_d100_seconds": {
+            "value": t_mba,
+            "goal": 1.0,
+            "higher_is_better": False,
+        },
+        "exact_full_call_over_kernel": {
+            "value": max(ratios.values()),
+            "goal": 1.2,
+            "higher_is_better": False,
+        },
         "exact_T1e7_d100_seconds": {"value": t_exact, "goal": 2.0, "higher_is_better": False},
         "exact_numpy_T1e7_d100_seconds_extrapolated": {  # informational: without numba
             "value": t_np_1e7,

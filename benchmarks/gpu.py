@@ -175,9 +175,11 @@ def throughput(kind: str, size: int, backend: str, dtype: str, target_s: float) 
             "(limit: half of it)"
         }
     problem = ck.LeastSquares.gaussian(d=D_THROUGHPUT, noise=1.0, seed=0)
-    warm = _run(problem, kind, R, 2, backend, dtype)  # compiles kernels, allocates pools
-    per_step = max(warm, 1e-6) / 2  # an overestimate (compilation included): fewer steps
-    steps = int(min(500, max(3, math.ceil(target_s / per_step))))
+    # warm-up: compiles kernels, allocates pools; 10 steps, one period of "every:10" (a
+    # schedule refuses fewer local steps than its period)
+    warm = _run(problem, kind, R, 10, backend, dtype)
+    per_step = max(warm, 1e-6) / 10  # an overestimate (compilation included): fewer steps
+    steps = int(min(500, max(10, math.ceil(target_s / per_step))))
     repeats = 2 if per_step * steps < 5.0 else 1
     best = min(_run(problem, kind, R, steps, backend, dtype) for _ in range(repeats))
     work = steps * R * P_THROUGHPUT

@@ -12,7 +12,17 @@ Step sizes (Patel & Dieuleveut 2019, arXiv 1904.11325, use ``gamma_k = C k^-alph
 
 Communication schedules map the number ``n`` of local steps to the sorted local steps after
 which models are averaged.  The last step ``n`` is always a communication step (the output is
-the averaged model), so every schedule has at least one round:
+the averaged model), so every schedule has at least one round.
+
+One rule for every schedule: a schedule refuses (``ValueError`` from
+:meth:`CommSchedule.validate`, which :meth:`CommSchedule.steps`, ``LocalSGD`` and the exact
+engine call) a number ``n`` of local steps in which it cannot place the communication it
+describes, rather than silently degrading to one-shot averaging: ``Rounds(N)`` needs
+``N <= n``, ``Every(H)`` needs ``H <= n``, ``At(at)`` needs every listed step ``<= n``,
+``Geometric(first, ...)`` needs its first gap ``ceil(first) <= n`` and
+``Polynomial(power, scale)`` its first round ``ceil(scale) <= n``.  Later rounds of the growing
+schedules that fall beyond ``n`` are dropped (that is their design), and the last interval of
+``Every(H)`` may be shorter than ``H``.
 
 * :class:`EveryStep`: mini-batch averaging (MBA), ``n`` rounds;
 * :class:`Final`: one-shot averaging (OSA), one round at ``n``;
@@ -27,6 +37,7 @@ the averaged model), so every schedule has at least one round:
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +47,7 @@ import numpy as np
 from .validation import check_int, check_real
 
 __all__ = [
+    "COMM_SPEC_FORMS",
     "At",
     "CommSchedule",
     "Constant",
@@ -112,15 +124,30 @@ class CommSchedule(ABC):
     """When workers average their models, as a function of the number of local steps."""
 
     def steps(self, n: int) -> np.ndarray:
-        """Sorted unique local steps in ``[1, n]`` after which models are averaged (``n`` included)."""
+        """Sorted unique local steps in ``[1, n]`` after which models are averaged (``n``
+        included); raises ``ValueError`` if the schedule cannot place its rounds in ``n`` local
+        steps (:meth:`validate`)."""
         n = check_int("n (local steps)", n, low=1)
+        self.validate(n)
         raw = np.asarray(self._raw_steps(n), dtype=np.int64)
         raw = raw[(raw >= 1) & (raw <= n)]
-        return np.unique(np.concatenate([raw, [n]]))
+        return _sorted_unique_with_last(raw, n)
 
     def rounds(self, n: int) -> int:
         """Number of communication rounds over ``n`` local steps."""
         return int(self.steps(n).size)
+
+    def rounds_at(self, n: int, steps: Any) -> np.ndarray:
+        """Cumulative number of rounds after each local step of ``steps`` (values in
+        ``[1, n]``), in ``O(rounds + len(steps) log rounds)`` without an ``n``-long array."""
+        at = np.asarray(steps, dtype=np.int64)
+        return np.searchsorted(self.steps(n), at, side="right").astype(np.int64)
+
+    def period(self, n: int) -> int:
+        """``H`` when the rounds are exactly the multiples of ``H`` in ``[1, n]`` plus ``n``
+        (``EveryStep``: 1, ``Every(H)``: ``H``), else 0: lets engines test ``k % H == 0``
+        instead of storing the round positions."""
+        return 0
 
     def mask(self, n: int) -> np.ndarray:
         """Boolean array ``comm[k-1]``: True when local step ``k`` ends with an average."""
@@ -129,7 +156,8 @@ class CommSchedule(ABC):
         return m
 
     def validate(self, n: int) -> None:
-        """Raise if the schedule cannot be realised with ``n`` local steps."""
+        """Raise ``ValueError`` if the schedule cannot place its rounds in ``n`` local steps
+        (the rule of the module docstring); the default accepts every ``n >= 1``."""
 
     @abstractmethod
     def _raw_steps(self, n: int) -> Any: ...
@@ -151,6 +179,22 @@ class EveryStep(CommSchedule):
     def _raw_steps(self, n: int) -> Any:
         return np.arange(1, n + 1)
 
+    def steps(self, n: int) -> np.ndarray:
+        return np.arange(1, check_int("n (local steps)", n, low=1) + 1, dtype=np.int64)
+
+    def rounds(self, n: int) -> int:
+        return check_int("n (local steps)", n, low=1)
+
+    def rounds_at(self, n: int, steps: Any) -> np.ndarray:
+        check_int("n (local steps)", n, low=1)
+        return np.asarray(steps, dtype=np.int64).copy()
+
+    def period(self, n: int) -> int:
+        return 1
+
+    def mask(self, n: int) -> np.ndarray:
+        return np.ones(check_int("n (local steps)", n, low=1), dtype=bool)
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "mba"}
 
@@ -162,21 +206,51 @@ class Final(CommSchedule):
     def _raw_steps(self, n: int) -> Any:
         return np.array([n])
 
+    def rounds(self, n: int) -> int:
+        check_int("n (local steps)", n, low=1)
+        return 1
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "osa"}
 
 
 @dataclass(frozen=True)
 class Every(CommSchedule):
-    """Average every ``H`` local steps (and after the last one)."""
+    """Average every ``H`` local steps (and after the last one).
+
+    ``H`` must not exceed the ``n`` local steps of the run: ``Every(H)`` with ``H > n`` is
+    refused (``ValueError``), like ``Rounds(N)`` with ``N > n`` (use :class:`Final` for
+    one-shot averaging).
+    """
 
     H: int
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "H", check_int("H", self.H, low=1))
 
+    def validate(self, n: int) -> None:
+        if self.H > n:
+            raise ValueError(
+                f"H (local steps between rounds) must be <= the number of local steps "
+                f"n = {n}, got {self.H}"
+            )
+
     def _raw_steps(self, n: int) -> Any:
         return np.arange(self.H, n + 1, self.H)
+
+    def rounds(self, n: int) -> int:
+        n = check_int("n (local steps)", n, low=1)
+        self.validate(n)
+        return -(-n // self.H)  # ceil(n / H): the multiples of H plus n itself
+
+    def rounds_at(self, n: int, steps: Any) -> np.ndarray:
+        n = check_int("n (local steps)", n, low=1)
+        self.validate(n)
+        at = np.asarray(steps, dtype=np.int64)
+        return at // self.H + ((at == n) & (n % self.H != 0))
+
+    def period(self, n: int) -> int:
+        return self.H
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "every", "H": self.H}
@@ -184,7 +258,11 @@ class Every(CommSchedule):
 
 @dataclass(frozen=True)
 class Rounds(CommSchedule):
-    """``N`` rounds evenly spaced: round ``j`` after local step ``ceil(j n / N)``, j = 1..N."""
+    """``N`` rounds evenly spaced: round ``j`` after local step ``ceil(j n / N)``, j = 1..N.
+
+    ``N`` must not exceed the ``n`` local steps of the run (refused with ``ValueError``
+    otherwise), the same rule as ``Every(H)`` with ``H > n``.
+    """
 
     N: int
 
@@ -198,9 +276,19 @@ class Rounds(CommSchedule):
             )
 
     def _raw_steps(self, n: int) -> Any:
-        self.validate(n)
         j = np.arange(1, self.N + 1, dtype=np.int64)
         return -((-j * n) // self.N)  # exact integer ceil(j n / N)
+
+    def rounds(self, n: int) -> int:
+        n = check_int("n (local steps)", n, low=1)
+        self.validate(n)
+        return self.N  # ceil(j n / N) is strictly increasing in j for N <= n
+
+    def rounds_at(self, n: int, steps: Any) -> np.ndarray:
+        n = check_int("n (local steps)", n, low=1)
+        self.validate(n)
+        # rounds j with ceil(j n / N) <= k  <=>  j <= k N / n
+        return (np.asarray(steps, dtype=np.int64) * self.N) // n
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "rounds", "N": self.N}
@@ -208,7 +296,11 @@ class Rounds(CommSchedule):
 
 @dataclass(frozen=True)
 class At(CommSchedule):
-    """Average after the given local steps (and after the last one)."""
+    """Average after the given local steps (and after the last one).
+
+    Every listed step must lie in the ``n`` local steps of the run (refused with
+    ``ValueError`` otherwise).
+    """
 
     at: tuple[int, ...]
 
@@ -221,7 +313,6 @@ class At(CommSchedule):
             raise ValueError(f"at must list local steps in [1, n = {n}], got a step {self.at[-1]}")
 
     def _raw_steps(self, n: int) -> Any:
-        self.validate(n)
         return np.array(self.at, dtype=np.int64)
 
     def describe(self) -> dict[str, Any]:
@@ -233,7 +324,9 @@ class Geometric(CommSchedule):
     """Gaps growing geometrically: ``H_j = ceil(first * ratio^j)``, j = 0, 1, ...
 
     Communication becomes sparser as iterates converge, following the "adaptive
-    communication frequency" of Patel & Dieuleveut (2019).
+    communication frequency" of Patel & Dieuleveut (2019).  The first gap must fit in the
+    ``n`` local steps of the run (``ceil(first) <= n``, refused with ``ValueError``
+    otherwise); later rounds beyond ``n`` are dropped.
     """
 
     first: float = 1.0
@@ -242,6 +335,13 @@ class Geometric(CommSchedule):
     def __post_init__(self) -> None:
         object.__setattr__(self, "first", check_real("first", self.first, low=1))
         object.__setattr__(self, "ratio", check_real("ratio", self.ratio, low=1))
+
+    def validate(self, n: int) -> None:
+        if math.ceil(self.first) > n:
+            raise ValueError(
+                f"first (the first gap) must be <= the number of local steps n = {n}, "
+                f"got {self.first:g}"
+            )
 
     def _raw_steps(self, n: int) -> Any:
         out, t, j = [], 0, 0
@@ -257,7 +357,11 @@ class Geometric(CommSchedule):
 
 @dataclass(frozen=True)
 class Polynomial(CommSchedule):
-    """Communication at steps ``ceil(scale * j^power)``, j = 1, 2, ... (gaps ~ j^(power-1))."""
+    """Communication at steps ``ceil(scale * j^power)``, j = 1, 2, ... (gaps ~ j^(power-1)).
+
+    The first round must fit in the ``n`` local steps of the run (``ceil(scale) <= n``,
+    refused with ``ValueError`` otherwise); later rounds beyond ``n`` are dropped.
+    """
 
     power: float = 2.0
     scale: float = 1.0
@@ -268,6 +372,13 @@ class Polynomial(CommSchedule):
             self, "scale", check_real("scale", self.scale, low=0, low_inclusive=False)
         )
 
+    def validate(self, n: int) -> None:
+        if math.ceil(self.scale) > n:
+            raise ValueError(
+                f"scale (the first round, ceil(scale)) must be <= the number of local steps "
+                f"n = {n}, got {self.scale:g}"
+            )
+
     def _raw_steps(self, n: int) -> Any:
         jmax = math.ceil((n / self.scale) ** (1 / self.power)) + 1
         j = np.arange(1, jmax + 1, dtype=np.float64)
@@ -277,21 +388,43 @@ class Polynomial(CommSchedule):
         return {"kind": "polynomial", "power": self.power, "scale": self.scale}
 
 
+#: The short forms :func:`comm_from_spec` accepts (quoted in its error messages).
+COMM_SPEC_FORMS = "'mba', 'osa', 'every:H', 'rounds:N' (H, N positive integers)"
+
+
+def _sorted_unique_with_last(raw: np.ndarray, n: int) -> np.ndarray:
+    """Sorted unique values of ``raw`` (all in ``[1, n]``) with ``n`` appended when absent:
+    one linear pass for the non-decreasing arrays every built-in schedule produces (no sort of
+    ``n`` elements), a sort only for a user schedule that lists its steps out of order."""
+    if raw.size and np.any(raw[1:] < raw[:-1]):
+        raw = np.sort(raw)
+    if raw.size > 1:
+        keep = np.empty(raw.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(raw[1:], raw[:-1], out=keep[1:])
+        raw = raw[keep]
+    if raw.size and raw[-1] == n:
+        return raw
+    return np.concatenate([raw, np.array([n], dtype=np.int64)])
+
+
 def comm_from_spec(spec: Any) -> CommSchedule:
-    """Build a schedule from a short spec: "mba", "osa", ("every", H), ("rounds", N), ..."""
+    """Build a schedule from a short spec: ``"mba"`` (also ``"every_step"``), ``"osa"`` (also
+    ``"final"``, ``"one_shot"``), ``"every:H"`` or ``"rounds:N"`` (case and spaces ignored), or
+    a :class:`CommSchedule` (returned as it is).
+
+    A malformed spec raises ``ValueError`` naming ``comm``, the value and the allowed forms;
+    a well-formed one with a bad number (``"every:0"``) the schedule's own ``ValueError``.
+    """
     if isinstance(spec, CommSchedule):
         return spec
     if isinstance(spec, str):
-        key, _, arg = spec.partition(":")
-        key = key.strip().lower()
-        if key in ("mba", "every_step", "everystep"):
+        key, sep, arg = spec.partition(":")
+        key, arg = key.strip().lower(), arg.strip()
+        if not sep and key in ("mba", "every_step", "everystep"):
             return EveryStep()
-        if key in ("osa", "final", "one_shot"):
+        if not sep and key in ("osa", "final", "one_shot"):
             return Final()
-        if key == "every" and arg:
-            return Every(int(arg))
-        if key == "rounds" and arg:
-            return Rounds(int(arg))
-    raise ValueError(
-        f"comm must be a CommSchedule or one of 'mba', 'osa', 'every:H', 'rounds:N', got {spec!r}"
-    )
+        if key in ("every", "rounds") and re.fullmatch(r"[+-]?\d+", arg):
+            return Every(int(arg)) if key == "every" else Rounds(int(arg))
+    raise ValueError(f"comm must be a CommSchedule or one of {COMM_SPEC_FORMS}, got {spec!r}")

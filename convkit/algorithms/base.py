@@ -86,6 +86,13 @@ class Algorithm(ABC):
     def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
         """Cumulative ``rounds``, ``messages`` and ``bits`` after each local step 1..n."""
 
+    def comm_counts_at(self, steps: Any, n: int, d: int) -> dict[str, np.ndarray]:
+        """:meth:`comm_counts` at the local steps ``steps`` only (1-based, in ``[1, n]``).
+        Algorithms whose counts have a closed form override it to avoid ``n``-long arrays
+        (the exact engine asks for record points only)."""
+        at = np.asarray(steps, dtype=np.int64) - 1
+        return {key: np.asarray(v)[at] for key, v in self.comm_counts(n, d).items()}
+
     def describe(self) -> dict[str, Any]:
         """JSON-serialisable description."""
         return {

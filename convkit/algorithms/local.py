@@ -100,6 +100,11 @@ class LocalSGD(Algorithm):
         messages = rounds * self.workers
         return {"rounds": rounds, "messages": messages, "bits": messages * d * self.float_bits}
 
+    def comm_counts_at(self, steps: Any, n: int, d: int) -> dict[str, np.ndarray]:
+        rounds = self.comm.rounds_at(n, steps)
+        messages = rounds * self.workers
+        return {"rounds": rounds, "messages": messages, "bits": messages * d * self.float_bits}
+
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "comm": self.comm.describe()}
 

@@ -13,9 +13,14 @@ Engines (each imports only :mod:`convkit.exact.moments`, :mod:`convkit.exact._ke
 Result conventions
 ------------------
 :func:`expected_error` returns a :class:`~convkit.result.Result` with the frame layout of
-:func:`convkit.simulate`: ``se = 0`` and ``count = EXACT_COUNT = 2**53`` (a sentinel: an exact
-value stands for infinitely many replicates; ``2**53`` is the largest integer a float64 holds
-exactly).  ``Result.values`` holds one pseudo-replicate (the exact value), so
+:func:`convkit.simulate`: ``se = 0`` and ``count = 0`` (:data:`EXACT_COUNT`, an ``int64``
+column as in Monte Carlo frames).  ``count = 0`` marks an exact row: its ``mean`` is the exact
+expectation, computed from no replicate, with no sampling error (``se = 0``).  It cannot be
+mistaken for a replicate count: a Monte Carlo frame never holds a row with ``count = 0`` (such
+rows, with no surviving replicate, are dropped), so ``frame["count"] == 0`` selects the exact
+rows of frames of both engines concatenated, and ``result.meta["engine"] == "exact"`` says the
+same for a whole result.  Beware filters such as ``frame[frame["count"] > 0]`` written for Monte
+Carlo frames: they drop every exact row.  ``Result.values`` holds one pseudo-replicate (the exact value), so
 :meth:`Result.compare` gives exact differences and ratios (their ``se`` is NaN).  Divergence
 (above the mean-square stability limit): a configuration whose ``E||zbar_k||^2`` exceeds
 ``divergence_factor * max(||eta0||^2, 1)`` or is not finite is marked diverged at that step,
@@ -47,8 +52,9 @@ from .moments import problem_arrays, signed_start
 
 __all__ = ["EXACT_COUNT", "expected_error"]
 
-#: ``count`` of every row of an exact result (sentinel: "infinitely many replicates").
-EXACT_COUNT: int = 2**53
+#: ``count`` of every row of an exact result: 0, "no replicate, exact value" (Monte Carlo rows
+#: always have ``count >= 1``); see the module docstring.
+EXACT_COUNT: int = 0
 
 
 def _result_from_raw(
@@ -62,14 +68,15 @@ def _result_from_raw(
     meta: dict[str, Any],
     extras: dict[str, list[str]] | None = None,
 ) -> Result:
-    """Assemble the tidy frame (``se = 0``, ``count = EXACT_COUNT``) and one pseudo-replicate."""
+    """Assemble the tidy frame (``se = 0``, ``count = EXACT_COUNT = 0``) and one
+    pseudo-replicate."""
     extras = extras or {}
     per_config: dict[str, ConfigValues] = {}
     for label, a, n, rec, raw, dv in zip(labels, algos, ns, recs, raws, div, strict=True):
-        counts = a.comm_counts(n, d)
+        counts = a.comm_counts_at(rec, n, d)  # record points only: no n-long arrays
         axes = {
             "gradients": rec * a.workers * a.batch,
-            **{key: counts[key][rec - 1] for key in ("rounds", "messages", "bits")},
+            **{key: counts[key] for key in ("rounds", "messages", "bits")},
         }
         extra = extras.get(label, [])  # decentralized: exact "state" metrics
         iterates = list(ITERATES) + (["state"] if extra else [])
@@ -101,7 +108,7 @@ def _result_from_raw(
 def _exact_frame(per_config: dict[str, ConfigValues]) -> pd.DataFrame:
     """The tidy frame of :func:`convkit.result.frame_from_values` for one pseudo-replicate per
     configuration (built directly: rows with a finite value, ``se = 0``,
-    ``count = EXACT_COUNT``)."""
+    ``count = EXACT_COUNT = 0``)."""
     cols: dict[str, list[np.ndarray]] = {c: [] for c in FRAME_COLUMNS}
     for name, cv in per_config.items():
         v = cv.values[..., 0]
@@ -146,7 +153,7 @@ def expected_error(
     (:mod:`convkit.exact.dpsgd`), and ``CHOCOSGD`` / ``DeepSqueeze`` with identity or
     (scaled) rand-k compressors (:mod:`convkit.exact.compressed`); decentralized results carry
     the exact ``"state"`` metrics (consensus, grad_norm2, replica_gap / memory).  Maths: the engines'
-    module docstrings; conventions (``se = 0``, ``count = EXACT_COUNT``) and divergence
+    module docstrings; conventions (``se = 0``, ``count = EXACT_COUNT = 0``: exact) and divergence
     handling: this module's docstring.
     Monte Carlo-only keywords of ``simulate`` (``replicates``, ``seed``, ``backend``,
     ``dtype``, ``memory_limit``, ``progress``) are accepted and ignored, so that switching
@@ -175,12 +182,17 @@ def expected_error(
 
     raws: list[np.ndarray | None] = [None] * len(algos)
     div = np.zeros(len(algos), dtype=np.int64)
-    recs = [record_steps(n, n_record, record) for n in ns]
+    recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
     local_idx = [i for i, a in enumerate(algos) if isinstance(a, LocalSGD)]
     other_idx = [i for i in range(len(algos)) if i not in local_idx]
     if local_idx:
         specs = local_specs(
-            [algos[i] for i in local_idx], [ns[i] for i in local_idx], record, n_record, tail
+            [algos[i] for i in local_idx],
+            [ns[i] for i in local_idx],
+            record,
+            n_record,
+            tail,
+            n_max=max(ns),
         )
         r, dv = local_curves(
             h, z2, sigma2, problem.design, specs, threshold=threshold, use_numba=use_numba

@@ -75,8 +75,9 @@ import numpy as np
 from ..algorithms.local import LocalSGD
 from ..problems.least_squares import LeastSquares
 from ..recording import record_steps
+from ..schedules import CommSchedule, Constant, PolyDecay, Rounds, StepSize
 from ..validation import check_int
-from ._kernels import local_kernel
+from ._kernels import STEP_ARRAY, STEP_CONSTANT, STEP_POLY, local_kernel
 from .moments import design_coefficients
 
 __all__ = [
@@ -91,22 +92,61 @@ __all__ = [
 
 @dataclass
 class LocalSpec:
-    """One Local-SGD configuration in exact-engine form.
+    """One Local-SGD configuration in exact-engine form, without ``n``-long arrays.
 
-    ``gammas`` (n,) step sizes, ``comm`` (n,) bool (average after step k), ``workers`` P,
-    ``batch`` b, ``tail_start`` s0 (1-based), ``rec`` sorted record steps in [1, n].
+    ``n`` local steps; ``step`` the step-size schedule (a :class:`~convkit.schedules.StepSize`,
+    or an array of the ``n`` step sizes); ``comm`` the communication schedule (a
+    :class:`~convkit.schedules.CommSchedule`, or a boolean array of length ``n``); ``workers``
+    P, ``batch`` b, ``tail_start`` s0 (1-based), ``rec`` sorted record steps in [1, n].
+    ``gammas`` and ``mask`` materialise the ``n``-long arrays (for the NumPy path only).
     """
 
-    gammas: np.ndarray
-    comm: np.ndarray
+    n: int
+    step: Any
+    comm: Any
     workers: int
     batch: int
     tail_start: int
     rec: np.ndarray
 
     @property
-    def n(self) -> int:
-        return int(self.gammas.size)
+    def gammas(self) -> np.ndarray:
+        if isinstance(self.step, StepSize):
+            return np.asarray(self.step.values(self.n), dtype=np.float64)
+        return np.asarray(self.step, dtype=np.float64)
+
+    @property
+    def mask(self) -> np.ndarray:
+        if isinstance(self.comm, CommSchedule):
+            return self.comm.mask(self.n)
+        return np.asarray(self.comm, dtype=bool)
+
+    def kernel_step(self) -> tuple[int, float, float, float, np.ndarray]:
+        """``(kind, C, alpha, k0, array)`` of the kernel's step-size arguments."""
+        st = self.step
+        if isinstance(st, PolyDecay):
+            return STEP_POLY, float(st.C), float(st.alpha), float(st.k0), _EMPTY_F
+        if isinstance(st, Constant):
+            return STEP_CONSTANT, float(st.gamma), 0.0, 0.0, _EMPTY_F
+        return STEP_ARRAY, 0.0, 0.0, 0.0, np.ascontiguousarray(self.gammas)
+
+    def kernel_rounds(self) -> tuple[int, int, np.ndarray]:
+        """``(period, N_even, positions)`` of the kernel's round arguments: a period ``H``
+        (MBA, ``Every(H)``), ``N`` evenly spaced rounds (``Rounds(N)``), or else the sorted
+        round positions (``O(rounds)`` memory)."""
+        if isinstance(self.comm, CommSchedule):
+            self.comm.validate(self.n)
+            period = self.comm.period(self.n)
+            if period:
+                return period, 0, _EMPTY_I
+            if isinstance(self.comm, Rounds):
+                return 0, int(self.comm.N), _EMPTY_I
+            return 0, 0, np.ascontiguousarray(self.comm.steps(self.n), dtype=np.int64)
+        return 0, 0, np.flatnonzero(np.asarray(self.comm, dtype=bool)).astype(np.int64) + 1
+
+
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+_EMPTY_I = np.zeros(0, dtype=np.int64)
 
 
 def local_curves(
@@ -137,11 +177,20 @@ def local_curves(
     if kernel is not None:
         for i, s in enumerate(specs):
             c_sq, c_tr = design_coefficients(design, s.batch)
+            kind, C, alpha, k0, gam = s.kernel_step()
+            period, n_even, rpos = s.kernel_rounds()
             div[i] = kernel(
                 h,
                 z2,
-                np.ascontiguousarray(s.gammas, dtype=np.float64),
-                np.ascontiguousarray(s.comm, dtype=np.bool_),
+                int(s.n),
+                kind,
+                C,
+                alpha,
+                k0,
+                gam,
+                int(period),
+                int(n_even),
+                rpos,
                 float(s.workers),
                 float(s.batch),
                 c_sq,
@@ -169,7 +218,7 @@ def _numpy_curves(h, z2, sigma2, design, specs, threshold, raws, div) -> None:
     is_rec = np.zeros((K, n_max + 1), dtype=bool)
     for i, s in enumerate(specs):
         gam[i, : s.n] = s.gammas
-        comm[i, : s.n] = s.comm
+        comm[i, : s.n] = s.mask
         is_rec[i, s.rec] = True
     coef = np.array([design_coefficients(design, s.batch) for s in specs])
     c_sq, c_tr = coef[:, :1], coef[:, 1:]
@@ -219,7 +268,12 @@ def _numpy_curves(h, z2, sigma2, design, specs, threshold, raws, div) -> None:
 
 
 def local_specs(
-    algos: Sequence[LocalSGD], ns: Sequence[int], record, n_record: int, tail: float
+    algos: Sequence[LocalSGD],
+    ns: Sequence[int],
+    record,
+    n_record: int,
+    tail: float,
+    n_max: int | None = None,
 ) -> list[LocalSpec]:
     """One :class:`LocalSpec` per algorithm (``n`` local steps each, records as
     :func:`~convkit.recording.record_steps`, tail averaging from ``floor(tail n) + 1``)."""
@@ -228,12 +282,13 @@ def local_specs(
         a.comm.validate(n)
         specs.append(
             LocalSpec(
-                gammas=np.asarray(a.step_size.values(n), dtype=np.float64),
-                comm=a.comm.mask(n),
+                n=int(n),
+                step=a.step_size,
+                comm=a.comm,
                 workers=a.workers,
                 batch=a.batch,
                 tail_start=int(math.floor(tail * n)) + 1,
-                rec=record_steps(n, n_record, record),
+                rec=record_steps(n, n_record, record, n_max=n_max or max(ns)),
             )
         )
     return specs

@@ -43,7 +43,7 @@ def rounds_error(
     problem: LeastSquares,
     n: int,
     P: int,
-    gammas: np.ndarray,
+    step: Any,
     rounds: Any,
     *,
     batch: int = 1,
@@ -53,17 +53,20 @@ def rounds_error(
     tail: float = 0.5,
 ) -> np.ndarray:
     """Exact final error after ``n`` local steps for each number of evenly spaced rounds in
-    ``rounds`` (array of ints in ``[1, n]``), one batched engine call."""
+    ``rounds`` (array of ints in ``[1, n]``), one batched engine call. ``step``: a
+    :class:`~convkit.schedules.StepSize` (evaluated inside the compiled loop: no ``n``-long
+    array) or the array of the ``n`` step sizes."""
     h, z2, s2 = problem_arrays(problem, theta0)
     col = _COL[(iterate, metric)]
     specs = [
         LocalSpec(
-            gammas,
-            Rounds(int(N)).mask(n),
-            P,
-            batch,
-            int(math.floor(tail * n)) + 1,
-            np.array([n], dtype=np.int64),
+            n=int(n),
+            step=step,
+            comm=Rounds(int(N)),
+            workers=P,
+            batch=batch,
+            tail_start=int(math.floor(tail * n)) + 1,
+            rec=np.array([n], dtype=np.int64),
         )
         for N in np.atleast_1d(rounds)
     ]
@@ -107,11 +110,11 @@ def communication_threshold(
     n = max(1, T // (P * batch))  # local steps (T rounded down to a multiple of P b)
     if C is None:
         C = C_frac * stability_limit(problem, batch=batch)
-    gammas = PolyDecay(C, alpha, k0).values(n)
+    step = PolyDecay(C, alpha, k0)
 
     def err(Ns: Any) -> np.ndarray:
         return rounds_error(
-            problem, n, P, gammas, Ns, batch=batch, theta0=theta0, iterate=iterate, metric=metric
+            problem, n, P, step, Ns, batch=batch, theta0=theta0, iterate=iterate, metric=metric
         )
 
     e_mba, e_osa = err([n, 1])
