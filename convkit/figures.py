@@ -79,11 +79,14 @@ def run_figures(
     quick: bool,
     analyses_dir: Path,
     checks_only: bool = False,
+    jobs: int = 1,
 ) -> int:
     """Run the analyses ``names`` (None or empty: all of ``analyses_dir``) and write their data,
     figures, ``checks.json`` and ``index.md`` into ``out``; with ``checks_only`` re-evaluate
-    the checks on the data already in ``out`` instead. Returns the exit code (0 success,
-    1 some analysis failed, 2 no analyses directory or unknown names)."""
+    the checks on the data already in ``out`` instead. ``jobs > 1`` runs that many analyses at
+    once in separate processes (they are independent; each writes its own files, and
+    ``checks.json`` is rewritten by this process as each finishes). Returns the exit code
+    (0 success, 1 some analysis failed, 2 no analyses directory or unknown names)."""
     analyses_dir = Path(analyses_dir).resolve()
     if not analyses_dir.is_dir():
         print(f"convkit figures: no analyses directory at {analyses_dir}", file=sys.stderr)
@@ -104,37 +107,72 @@ def run_figures(
         if n in discover(analyses_dir)
     }
     failed = []
-    for name in names:
-        t0 = time.perf_counter()
-        mod = _load(analyses_dir, name)
-        titles[name] = getattr(mod, "TITLE", name)
-        try:
-            if checks_only:
-                import pandas as pd
+    tasks = [(str(analyses_dir), name, str(out), quick, checks_only) for name in names]
+    if jobs > 1 and len(tasks) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
-                data = pd.read_csv(out / f"{name}.csv")
-                written = sorted(out.glob(f"{name}*.png"))
-            else:
-                data = mod.run(quick=quick)
-                data.to_csv(out / f"{name}.csv", index=False)
-                written = mod.plot(data, out)
-            files[name] = [Path(f).name for f in written]
-            all_checks[name] = _validated(name, mod.checks(data))
-        except Exception as exc:  # keep going: report the failure at the end
-            import traceback
-
-            traceback.print_exc()
-            failed.append(f"{name}: {exc}")
-            continue
-        index_path.write_text(json.dumps(all_checks, indent=2, default=str))
-        print(f"[{name}] {len(written)} figure(s) in {time.perf_counter() - t0:.1f} s")
-        for c in all_checks[name]:
-            print(f"    {c['verdict']:<14} {c['result']}: measured {c['measured']}")
+        # slowest first would be better; analyses are independent, so any order is correct
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+            futures = [pool.submit(_run_one, *t) for t in tasks]
+            outcomes = (f.result() for f in as_completed(futures))
+            _collect(outcomes, titles, files, all_checks, failed, index_path)
+    else:
+        _collect((_run_one(*t) for t in tasks), titles, files, all_checks, failed, index_path)
     write_index(out, titles, files, all_checks, _mode_line(quick, checks_only))
     if failed:
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+def _run_one(analyses_dir: str, name: str, out: str, quick: bool, checks_only: bool) -> dict:
+    """Run one analysis (in this process or a worker): data, figures and validated checks;
+    a failure is returned, not raised, so that the others go on."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    t0 = time.perf_counter()
+    outdir = Path(out)
+    try:
+        mod = _load(Path(analyses_dir), name)
+        title = getattr(mod, "TITLE", name)
+        if checks_only:
+            import pandas as pd
+
+            data = pd.read_csv(outdir / f"{name}.csv")
+            written = sorted(outdir.glob(f"{name}*.png"))
+        else:
+            data = mod.run(quick=quick)
+            data.to_csv(outdir / f"{name}.csv", index=False)
+            written = mod.plot(data, outdir)
+        rows = _validated(name, mod.checks(data))
+    except Exception as exc:  # keep going: report the failure at the end
+        import traceback
+
+        traceback.print_exc()
+        return {"name": name, "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "name": name,
+        "title": title,
+        "files": [Path(f).name for f in written],
+        "checks": rows,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _collect(outcomes, titles, files, all_checks, failed, index_path) -> None:
+    """Record each finished analysis (its checks written to ``checks.json`` at once)."""
+    for o in outcomes:
+        name = o["name"]
+        if "error" in o:
+            failed.append(f"{name}: {o['error']}")
+            continue
+        titles[name], files[name], all_checks[name] = o["title"], o["files"], o["checks"]
+        index_path.write_text(json.dumps(all_checks, indent=2, default=str))
+        print(f"[{name}] {len(o['files'])} figure(s) in {o['seconds']:.1f} s", flush=True)
+        for c in o["checks"]:
+            print(f"    {c['verdict']:<14} {c['result']}: measured {c['measured']}")
 
 
 def _cell(v: object) -> str:

@@ -29,7 +29,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="simulate nothing: re-evaluate the checks on the data already in --out and "
         "rewrite checks.json and index.md",
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run up to N analyses at once in separate processes (default 1; they are "
+        "independent, so the outputs do not depend on N)",
+    )
     args = p.parse_args(list(argv) if argv is not None else None)
+    if args.jobs < 1:
+        p.error(f"--jobs must be an integer >= 1, got {args.jobs}")
     return pipeline.run_figures(
-        args.only, Path(args.out), args.quick, Path(args.analyses), checks_only=args.checks_only
+        args.only,
+        Path(args.out),
+        args.quick,
+        Path(args.analyses),
+        checks_only=args.checks_only,
+        jobs=args.jobs,
     )
