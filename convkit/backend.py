@@ -263,6 +263,11 @@ class Backend:
                 ) from exc
             self.xp = array_api_strict
 
+    def __reduce__(self) -> tuple:
+        """Pickled as ``(name, dtype)`` (the namespace module is looked up again on load), so
+        that a backend travels to Dask workers."""
+        return (Backend, (self.name, self.dtype))
+
     @property
     def float_dtype(self) -> Any:
         return getattr(self.xp, self.dtype)

@@ -225,7 +225,7 @@ class TopK(_KSparse):
         k = self.k_for(d)
         if k == d:
             return xp.asarray(x, copy=True)
-        fused = topk_compress(x, k)  # numba heap selection (NumPy arrays, numba installed)
+        fused = topk_compress(x, k)  # compiled pass (NumPy float arrays, numba installed)
         if fused is not None:
             return fused
         score = xp.abs(x)

@@ -33,8 +33,13 @@ Chunks: replicates are processed in chunks, unions of whole blocks, when the sta
 exceed ``memory_limit`` bytes: ``memory_limit // (bytes of one block)`` blocks per chunk, at
 least one.  A chunk never splits a block; when one block alone exceeds ``memory_limit`` the
 run warns and processes one block per chunk (using more than ``memory_limit``).  A chunk owns
-its state and writes only its own slice of the outputs (:func:`_run_chunk`), so that chunks
-can later run on several threads.
+its state and writes only its own slice of the outputs (:func:`_run_chunk`).
+
+Parallel runs (``threads``, ``dask``; :mod:`convkit._parallel`): each chunk is split into
+parts of whole blocks that run at once on a thread pool (their states add up to the chunk's,
+so ``memory_limit`` bounds the whole call), or on the workers of a Dask cluster, each part
+returning its slice of the outputs.  A part's numbers depend on its blocks' streams only:
+``Result.values`` are bit-identical for any ``threads``, ``dask`` and ``memory_limit``.
 
 Limits checked before any work: the state of the largest chunk plus the recorded values
 ``(n_record, iterates, metrics, R)``, which are not chunked, and the temporaries of their
@@ -49,14 +54,25 @@ from __future__ import annotations
 import math
 import os
 import platform
+import threading
 import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, is_dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from ._parallel import (
+    Clock,
+    check_dask,
+    resolve_threads,
+    run_dask,
+    run_threads,
+    split_blocks,
+)
 from .algorithms.base import Algorithm
 from .algorithms.local import local_steps_for
 from .backend import Backend, BlockedStream, get_backend, to_numpy, tune_allocator
@@ -76,13 +92,12 @@ __all__ = [
     "simulate",
 ]
 
+#: Dask parts sharing a worker process run their warm-up steps one at a time
+_WARM_UP_LOCK = threading.Lock()
 #: replicates per block, the unit of randomness (one stream per block and purpose)
 REPLICATE_BLOCK = 256
 #: a run estimated to take longer than this (seconds) warns up front and shows progress
 LONG_RUN_SECONDS = 120.0
-#: the first steps are timed for at most this long, or this many steps
-_TIMING_SECONDS = 0.5
-_TIMING_STEPS = 20
 #: bytes of one recorded value (the values array is float64 whatever the dtype)
 _VALUE_BYTES = 8
 #: the summary of one configuration's values (Result.frame) makes about this many copies
@@ -254,73 +269,6 @@ def _check_memory(
     raise MemoryError(msg)
 
 
-class _Clock:
-    """Times the first steps, warns when the run will be long and drives the progress bar.
-
-    The estimate is ``(seconds per step and replicate) * n_max * R`` plus the recording time
-    per record point and replicate times the number of record points of all algorithms
-    (``n_rec``), both measured on the first chunk after its first step (which may include
-    compilation), plus the time before that step.
-    """
-
-    def __init__(self, n_max: int, R: int, n_rec: int, n_chunks: int, progress: bool | None):
-        self.n_max, self.R, self.n_rec = n_max, R, n_rec
-        self.total = n_max * n_chunks
-        self.progress = progress
-        self.done = 0
-        self.estimate: float | None = None
-        self.t_start = time.perf_counter()
-        self.t_first: float | None = None
-        self.record_seconds = 0.0
-        self.records = 0
-        self.bar = self._bar() if progress else None
-
-    def _bar(self) -> Any:
-        from tqdm import tqdm
-
-        return tqdm(total=self.total, initial=self.done, desc="simulate", unit="step")
-
-    def tick(self, k: int, Rc: int) -> None:
-        """Local step ``k`` of a chunk of ``Rc`` replicates is done."""
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update(1)
-        if self.estimate is not None:
-            return
-        now = time.perf_counter()
-        if k == 1:
-            self.t_first = now
-            self.record_seconds, self.records = 0.0, 0
-            if self.n_max > 1:
-                return
-            per_step = (now - self.t_start) / Rc
-            steps = 1
-        else:
-            dt = now - self.t_first
-            if dt < _TIMING_SECONDS and k - 1 < _TIMING_STEPS and k < self.n_max:
-                return
-            steps = k - 1
-            per_step = max(0.0, dt - self.record_seconds) / (steps * Rc)
-        per_record = self.record_seconds / (max(1, self.records) * Rc)
-        setup = (self.t_first or now) - self.t_start
-        self.estimate = setup + self.R * (per_step * self.n_max + per_record * self.n_rec)
-        if self.estimate > LONG_RUN_SECONDS:
-            warnings.warn(
-                f"simulate: estimated {self.estimate:.0f} s ({self.estimate / 60:.1f} min) for "
-                f"{self.R} replicates x {self.n_max} local steps (measured on the first "
-                f"{steps} steps); "
-                + ("progress=False: no progress bar" if self.progress is False else "progress:"),
-                UserWarning,
-                stacklevel=4,
-            )
-            if self.progress is None and self.bar is None:
-                self.bar = self._bar()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 @dataclass
 class _Run:
     """Everything a chunk needs (read-only), and the outputs it writes its slice of."""
@@ -337,6 +285,8 @@ class _Run:
     R: int
     values: list[np.ndarray]
     diverged: list[np.ndarray]
+    #: the outputs hold replicates ``offset ..`` (0 here; a Dask part's first replicate there)
+    offset: int = 0
 
 
 def simulate(
@@ -356,6 +306,8 @@ def simulate(
     memory_limit: float = 2e9,
     divergence_factor: float = 1e12,
     progress: bool | None = None,
+    threads: int | None = None,
+    dask: bool | str | Any = None,
 ) -> Result:
     """Simulate ``algorithms`` on ``problem`` with common random numbers.
 
@@ -394,6 +346,29 @@ def simulate(
     progress:
         Show a progress bar: ``True`` always, ``False`` never, ``None`` (default) when the
         run is estimated to take more than :data:`LONG_RUN_SECONDS`.
+    threads:
+        Threads of this process running replicate blocks at once: ``None`` (default) all
+        available cores (the affinity mask), ``1`` serial.  Each chunk's blocks are split into
+        up to ``threads`` parts of whole blocks, run concurrently (their states add up to the
+        chunk's, so ``memory_limit`` bounds the whole call); the compiled kernels and NumPy's
+        random fills and large array operations release the GIL, the Python of each step does
+        not.  Parallelism needs ``R > REPLICATE_BLOCK`` (several blocks in a chunk): blocks are
+        the unit of randomness and are never split.  With the CuPy backend ``None`` means 1.
+        With ``dask=True``: the number of worker processes of the embedded cluster.
+    dask:
+        Run the blocks on a Dask cluster (extra ``convkit[cluster]``): ``True`` an embedded
+        ``distributed.LocalCluster`` (``threads`` worker processes), a scheduler address
+        (``"tcp://host:8786"``) or a ``distributed.Client``.  Every chunk is split into one part
+        per worker thread; problem and algorithms are sent to the workers (they must pickle
+        with cloudpickle, and the workers need convkit installed), each part returns its slice
+        of the recorded values, merged here.  No time estimate (a bar with ``progress=True``
+        advances as parts complete).
+
+    Where the blocks run (serially, on threads, on Dask workers) and how they are grouped into
+    chunks and parts never changes the numbers: a block's random numbers depend on ``seed``
+    and its index only, and its state and outputs are its own, so ``Result.values`` are
+    bit-identical for any ``threads``, ``dask`` and ``memory_limit``.  ``meta["chunks"]`` is
+    the number of memory chunks, ``meta["parallel"]`` says how they ran.
 
     Raises
     ------
@@ -428,6 +403,13 @@ def simulate(
     be = get_backend(backend, dtype)
     if be.name == "numpy":
         tune_allocator()
+    if threads is None and be.name == "cupy":
+        threads = 1  # pragma: no cover - needs a GPU
+    n_threads = resolve_threads(threads)
+    if dask is False:
+        dask = None
+    if dask is not None:
+        check_dask(dask)
     d = problem.d
 
     theta0_np = starting_point(theta0, d)
@@ -459,11 +441,14 @@ def simulate(
         ],
         diverged=[np.zeros(R, dtype=np.int64) for _ in algos],
     )
-    clock = _Clock(n_max, R, sum(r.size for r in recs), len(chunks), progress)
+    concurrency = 1 if dask is not None else len(split_blocks(*chunks[0], n_threads))
+    clock = Clock(n_max, R, sum(r.size for r in recs), concurrency, progress, LONG_RUN_SECONDS)
     clock.t_start = t_start
     try:
-        for j0, j1 in chunks:
-            _run_chunk(run, j0, j1, clock)
+        if dask is None:
+            parallel = _execute(run, chunks, n_threads, clock)
+        else:
+            parallel = _execute_dask(run, chunks, n_threads, dask, clock)
     finally:
         clock.close()
 
@@ -504,6 +489,7 @@ def simulate(
         "backend": be.name,
         "dtype": dtype,
         "chunks": len(chunks),
+        "parallel": parallel,
         "diverged": n_div,
         "versions": _versions(),
         "timing": {
@@ -523,12 +509,103 @@ def _block_stream(be: Backend, seed: int, j0: int, j1: int, R: int, *key: Any) -
     return BlockedStream(streams, sizes)
 
 
-def _run_chunk(run: _Run, j0: int, j1: int, clock: _Clock) -> None:
-    """Simulate the replicates of blocks ``j0..j1-1`` (one chunk) for every algorithm and
-    write their recorded values and divergence steps into their slice of ``run``'s outputs.
+def _execute(run: _Run, chunks: list[tuple[int, int]], threads: int, clock: Clock) -> dict:
+    """Run every chunk in turn, each split into up to ``threads`` parts of whole blocks that
+    run at once on a thread pool (serially, in this thread, when a chunk has one block or
+    ``threads == 1``).  Returns ``meta["parallel"]``."""
+    plans = [split_blocks(j0, j1, threads) for j0, j1 in chunks]
+    width = max(len(p) for p in plans)
+    if width == 1:
+        for c, (j0, j1) in enumerate(chunks):
+            _run_chunk(run, j0, j1, clock, timed=c == 0)
+        return {"threads": 1, "parts": len(chunks), "dask": None}
+    _warm_up(run)
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="convkit-simulate") as pool:
+        for c, parts in enumerate(plans):
+            tasks = [
+                partial(_run_chunk, run, j0, j1, clock, timed=c == 0 and p == 0)
+                for p, (j0, j1) in enumerate(parts)
+            ]
+            # poll, run_threads, _execute, simulate: warnings point at the caller
+            run_threads(pool, tasks, clock.stop, partial(clock.poll, stacklevel=5))
+    return {"threads": width, "parts": sum(len(p) for p in plans), "dask": None}
 
-    The chunk's state is its own; its random numbers come from the blocks' streams
-    (:func:`_block_stream`), so its values do not depend on the other chunks."""
+
+def _warm_up(run: _Run) -> None:
+    """One local step and one record of each algorithm on one throwaway replicate, in the
+    calling thread, before parts run concurrently: lazily compiled kernels and caches are then
+    built once, here.  (A kernel seen half-initialised by a second thread would send that part
+    down the generic path, whose rounding differs: measured on a finite-sum problem.)  Nothing
+    of it reaches the outputs, and its stream is not a block's."""
+    problem, be = run.problem, run.be
+    P_max = max(a.workers for a in run.algos)
+    b_max = max(a.batch for a in run.algos)
+    stream = BlockedStream([be.stream(run.seed, "warm-up")], [1])
+    with np.errstate(all="ignore"):
+        batch = problem.sample(stream, (1, P_max, b_max))
+        for a in run.algos:
+            start = be.xp.zeros((1, a.workers, problem.d), dtype=be.float_dtype)
+            state = a.init(start + be.asarray(run.theta0), stream)
+            b_i = _take(batch, a.workers, a.batch)
+            state = a.step(state, GradientOracle(problem, b_i), 1, stream)
+            m = a.worker_mean(state)
+            problem.errors(m)  # the last iterate (dtype), the averages (float64 sums)
+            problem.errors(be.xp.astype(m, be.xp.float64))
+            a.extra_metrics(state, problem)
+
+
+def _execute_dask(
+    run: _Run, chunks: list[tuple[int, int]], workers: int, dask: Any, clock: Clock
+) -> dict:
+    """Run the chunks' parts on a Dask cluster (:func:`convkit._parallel.run_dask`) and copy
+    each part's slice of the outputs into ``run``'s.  Returns ``meta["parallel"]``."""
+    spec = replace(run, values=[], diverged=[])
+
+    def merge(out: tuple[int, list[np.ndarray], list[np.ndarray]]) -> None:
+        r0, values, diverged = out
+        r1 = r0 + diverged[0].size
+        for i in range(len(run.algos)):
+            run.values[i][..., r0:r1] = values[i]
+            run.diverged[i][r0:r1] = diverged[i]
+        clock.advance((r1 - r0) * clock.n_max)
+
+    where, parts = run_dask(
+        dask, workers, spec, chunks, _dask_part, merge, partial(clock.poll, stacklevel=5)
+    )
+    return {"threads": 1, "parts": parts, "dask": where}
+
+
+def _dask_part(spec: _Run, j0: int, j1: int) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
+    """On a Dask worker: simulate blocks ``j0..j1-1`` of the call described by ``spec`` (a
+    :class:`_Run` without outputs) into outputs of their own; returns ``(first replicate,
+    recorded values, divergence steps)`` for the merge."""
+    if spec.be.name == "numpy":
+        tune_allocator()
+    with _WARM_UP_LOCK:  # parts sharing a worker process: lazy kernels built by one at a time
+        _warm_up(spec)
+    r0, r1 = j0 * REPLICATE_BLOCK, min(spec.R, j1 * REPLICATE_BLOCK)
+    run = replace(
+        spec,
+        values=[
+            np.full((lay.steps.size, len(lay.iterates), len(lay.metrics), r1 - r0), np.nan)
+            for lay in spec.layouts
+        ],
+        diverged=[np.zeros(r1 - r0, dtype=np.int64) for _ in spec.algos],
+        offset=r0,
+    )
+    _run_chunk(run, j0, j1, Clock(max(spec.ns), r1 - r0, 0, 1, progress=False), timed=False)
+    return r0, run.values, run.diverged
+
+
+def _run_chunk(run: _Run, j0: int, j1: int, clock: Clock, timed: bool = False) -> None:
+    """Simulate the replicates of blocks ``j0..j1-1`` (a chunk, or a part of one) for every
+    algorithm and write their recorded values and divergence steps into their slice of
+    ``run``'s outputs; ``timed``: this part's first steps time the run (:class:`~convkit._parallel.Clock`).
+
+    The part's state is its own; its random numbers come from the blocks' streams
+    (:func:`_block_stream`), so its values do not depend on the other parts, nor on the thread
+    or process running it.  Parts run concurrently share only read-only inputs (problem,
+    algorithms: their lazily filled caches hold deterministic values) and the clock."""
     problem, algos, be = run.problem, run.algos, run.be
     xp = be.xp
     d = problem.d
@@ -589,13 +666,13 @@ def _run_chunk(run: _Run, j0: int, j1: int, clock: _Clock) -> None:
                             k,
                             run.tail_starts[i],
                         )
-                        _store(run.values[i], rec_pos[i], vals, lay, r0 + s0, r0 + s1)
+                        o0 = r0 - run.offset
+                        _store(run.values[i], rec_pos[i], vals, lay, o0 + s0, o0 + s1)
                     rec_pos[i] += 1
-                    clock.record_seconds += time.perf_counter() - t_rec
-                    clock.records += 1
-            clock.tick(k, Rc)
+                    clock.recorded(time.perf_counter() - t_rec, timed)
+            clock.tick(k, Rc, timed)
     for i in range(len(algos)):
-        run.diverged[i][r0:r1] = div_chunk[i]
+        run.diverged[i][r0 - run.offset : r1 - run.offset] = div_chunk[i]
 
 
 def _rows(state: Any, s0: int, s1: int, Rc: int) -> Any:

@@ -83,8 +83,9 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import topk_choco_update, topk_deepsqueeze_update
 from ..backend import Backend, namespace_of, to_numpy
-from ..compression import Compressor, get_compressor
+from ..compression import Compressor, TopK, get_compressor
 from ..schedules import StepSize
 from ..topology import Topology
 from ..validation import check_in, check_int, check_real
@@ -223,6 +224,15 @@ class DecentralizedAlgorithm(Algorithm):
 
     def _compress(self, X: Any, stream: Any) -> Any:
         return self.compressor.compress(X, stream)
+
+    def _fused_topk(self, X: Any) -> int | None:
+        """``k`` of the compressor if it is exactly :class:`~convkit.compression.TopK` (the
+        compiled kernels of :mod:`convkit._kernels` may then fuse the selection with the update
+        that follows it), else None.  Raises as ``TopK.compress`` would if ``k > d``."""
+        comp = self.compressor
+        if type(comp) is not TopK or not isinstance(X, np.ndarray):
+            return None
+        return comp.k_for(int(X.shape[-1]))
 
     def bits_per_message(self, d: int) -> int:
         """Bits of one message of a ``d``-vector."""
@@ -520,7 +530,12 @@ class CHOCOSGD(DecentralizedAlgorithm):
         X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         Xh = state.x_hat
         # gamma_c (W - I) X_hat = W_gc X_hat - X_hat with W_gc = (1 - gamma_c) I + gamma_c W
-        X += self._W_gc.mix(Xh, t=k - 1)
+        M = self._W_gc.mix(Xh, t=k - 1)
+        kk = self._fused_topk(X)
+        if kk is not None and topk_choco_update(X, M, Xh, kk):  # the lines below, one pass
+            state.x = X
+            return state
+        X += M
         X -= Xh
         D = X - Xh
         Xh += self._compress(D, stream)
@@ -592,11 +607,14 @@ class DeepSqueeze(DecentralizedAlgorithm):
     def step(self, state: DeepSqueezeState, oracle: Any, k: int, stream: Any) -> DeepSqueezeState:
         X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         U = state.delta
-        U += X  # h + delta
-        V = self._compress(U, stream)
-        U -= V  # new delta = h + delta - v
-        # eta (W - I) V = W_eta V - V with W_eta = (1 - eta) I + eta W
-        X -= V
+        kk = self._fused_topk(X)
+        V = None if kk is None else topk_deepsqueeze_update(X, U, kk)  # 4 lines below, fused
+        if V is None:
+            U += X  # h + delta
+            V = self._compress(U, stream)
+            U -= V  # new delta = h + delta - v
+            # eta (W - I) V = W_eta V - V with W_eta = (1 - eta) I + eta W
+            X -= V
         X += self._W_eta.mix(V, t=k - 1)
         state.x = X
         state.v = V

@@ -21,7 +21,9 @@ laws with logits ``t`` and ``a``, computed without cancellation as
 ``log1p(s expm1(delta)) - s delta`` (``delta <= 0``, ``s = sigmoid(t)``) or
 ``log1p((1 - s) expm1(-delta)) + (1 - s) delta`` (``delta > 0``).  The expectation is a
 two-dimensional Gauss-Hermite product rule (``n_quad`` nodes per axis, nodes of negligible
-weight dropped).  Likewise the population gradient is
+weight dropped), evaluated by a compiled kernel when numba is available
+(:func:`convkit._logistic_kernels.kl_quadrature`, same formulas).  Likewise the population
+gradient is
 ``E[(sigmoid(<x, theta>) - sigmoid(t)) x] = H [theta*, eta] C^+ E[g(t, delta) (t, delta)^T]``
 (because ``E[x | t, delta] = H [theta*, eta] C^+ (t, delta)^T``).
 
@@ -54,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from .._logistic_kernels import kl_quadrature, logistic_sgd_update
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_in, check_int
 from .base import Problem
@@ -283,6 +286,15 @@ class LogisticRegression(Problem):
         c = -y * sigmoid(-margin)
         return (c[..., None, :] @ x)[..., 0, :] / b
 
+    def sgd_update(self, theta: Any, batch: LogisticBatch, gamma: float, mean: Any = None) -> Any:
+        """In place ``theta -= gamma * stochastic_grad(theta, batch)``; one fused pass through
+        the numba kernel of :mod:`convkit._logistic_kernels` for NumPy arrays when available
+        (the generic path otherwise).  If ``mean`` (R, d) is given it receives the workers'
+        mean of the updated ``theta``."""
+        if type(theta) is np.ndarray and logistic_sgd_update(theta, batch.x, batch.y, gamma, mean):
+            return theta
+        return super().sgd_update(theta, batch, gamma, mean)
+
     # ------------------------------------------------------------------ objective
     def _pair_moments(self, eta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Cholesky coefficients of (t, delta) = (s1 z1, c21 z1 + c22 z2) for eta (m, d)."""
@@ -313,6 +325,9 @@ class LogisticRegression(Problem):
         c21, c22, _ = self._pair_moments(eta)
         s1 = np.sqrt(self.v_star)
         t = s1 * self._qz1
+        fused = kl_quadrature(t, self._qz1, self._qz2, self._qw, c21, c22)
+        if fused is not None:  # the same sum node by node, compiled (no (m, q) temporaries)
+            return fused.reshape(lead)
         out = np.empty(th.shape[0])
         chunk = max(1, 2**21 // self._qw.size)
         for i in range(0, th.shape[0], chunk):

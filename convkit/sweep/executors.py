@@ -51,6 +51,9 @@ def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
                 backend=setting["backend"],
                 dtype=setting["dtype"],
                 progress=False,
+                # parallel executors run one configuration per worker: one thread each (the
+                # numbers do not depend on the thread count)
+                threads=task.get("threads"),
             )
         frame = res.frame
         if rec["iterates"] is not None:
@@ -118,7 +121,7 @@ def _joblib(tasks: list[dict], jobs: int) -> Iterator[dict]:
         initializer=_worker_init,
         initargs=(os.getpid(),),
     )
-    yield from par(delayed(_execute)(t) for t in tasks)
+    yield from par(delayed(_execute)({**t, "threads": 1}) for t in tasks)
 
 
 def _dask(tasks: list[dict], jobs: int | None, scheduler: str | None) -> Iterator[dict]:
@@ -141,7 +144,10 @@ def _dask(tasks: list[dict], jobs: int | None, scheduler: str | None) -> Iterato
         client = Client(scheduler)
     try:
         futures = [
-            client.submit(_execute, t, key=f"convkit-sweep-{t['key']}", pure=False) for t in tasks
+            client.submit(
+                _execute, {**t, "threads": 1}, key=f"convkit-sweep-{t['key']}", pure=False
+            )
+            for t in tasks
         ]
         for fut, res in as_completed(futures, with_results=True):
             fut.release()

@@ -1,0 +1,145 @@
+"""Online logistic regression: :func:`convkit.simulate` against a hand-fused numba loop.
+
+Setting (issue "Speed", item 3): ``LogisticRegression.gaussian(2, spectrum="flat",
+theta_star=(1, 1)/sqrt(2))`` (d = 2, well specified), six Local-SGD schedules
+``LocalSGD(8, PolyDecay(1.0, 0.75), comm=Rounds(N))`` for ``N`` in 1, 4, 16, 64, 256, 1024
+(P = 8 workers, batch 1; C = 1.0 is half the mean-square stability limit of H / 4) on common
+random numbers, n = 12500 local steps, R = 600 replicates (quick mode: n = 1250, R = 128).
+
+* ``logistic_simulate_seconds``: one call
+  ``simulate(prob, algos, steps=n, replicates=R, seed=1, progress=False)`` with its defaults
+  (40 record points, at each the three metrics, quadrature excess risk included, of the
+  last, averaged and tail-averaged iterates of every schedule; ``threads`` = all cores),
+  the result's ``frame`` included.  The SGD step runs through the fused kernel of
+  :mod:`convkit._logistic_kernels` when numba is installed.
+* ``logistic_simulate_final_seconds``: the same call with ``n_record=1`` (the metrics at the
+  first and last steps only; the reference computes the last).
+* ``logistic_fused_seconds`` (``logistic_fused_1core_seconds``): one call of
+  :func:`benchmarks.fused_logistic.fused_local_sgd_logistic` on the same setting, parallel
+  over replicates on all the cores numba may use (on one core): sampling, the six schedules'
+  steps and averaging, running Polyak-Ruppert sums and the final ``H*``-norm error of the
+  averaged iterate (no intermediate records).  Compiled before timing.
+* ``logistic_vs_fused_loop`` = fused seconds (all cores) / simulate seconds (goal >= 1,
+  higher is better); ``logistic_vs_fused_loop_1core`` the same against the one-core
+  reference, ``logistic_vs_fused_loop_final`` (``_final_1core``) against the simulate call
+  that records the first and last steps only (informational).
+
+The four runs are interleaved and each keeps the best of several repeats (3, quick 2).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import convkit as ck
+
+ROUNDS = (1, 4, 16, 64, 256, 1024)
+P = 8
+C = 1.0
+
+
+def _best(funcs: list[Callable[[], object]], repeats: int) -> list[float]:
+    best = [np.inf] * len(funcs)
+    for _ in range(repeats):
+        for i, f in enumerate(funcs):
+            t0 = time.perf_counter()
+            f()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def setting(quick: bool) -> tuple[ck.LogisticRegression, list, int, int]:
+    """``(problem, algorithms, n, R)`` of the benchmark."""
+    prob = ck.LogisticRegression.gaussian(2, spectrum="flat", theta_star=np.ones(2) / np.sqrt(2))
+    step = ck.PolyDecay(C, 0.75)
+    algos = [ck.LocalSGD(P, step, comm=ck.Rounds(N), name=f"N={N}") for N in ROUNDS]
+    n, R = (1250, 128) if quick else (12500, 600)
+    return prob, algos, n, R
+
+
+def timings(quick: bool = False) -> dict[str, float]:
+    """Best seconds of simulate (default records, first and last step only), the fused loop on all
+    cores and on one core."""
+    import numba
+
+    from benchmarks.fused_logistic import fused_local_sgd_logistic
+
+    prob, algos, n, R = setting(quick)
+    masks = np.stack([ck.Rounds(N).mask(n) for N in ROUNDS])
+    gammas = ck.PolyDecay(C, 0.75).values(n)
+    theta0 = np.zeros(prob.d)
+
+    def sim() -> None:
+        res = ck.simulate(prob, algos, steps=n, replicates=R, seed=1, progress=False)
+        res.frame  # noqa: B018 - the summary is part of the cost
+
+    def sim_final() -> None:
+        res = ck.simulate(prob, algos, steps=n, replicates=R, seed=1, n_record=1, progress=False)
+        res.frame  # noqa: B018
+
+    def fused() -> None:
+        fused_local_sgd_logistic(
+            prob.sqrt_h, prob.theta_star, theta0, prob.H_star, gammas, masks, P, R, seed=1
+        )
+
+    threads = numba.get_num_threads()
+
+    def fused_1core() -> None:
+        numba.set_num_threads(1)
+        try:
+            fused()
+        finally:
+            numba.set_num_threads(threads)
+
+    ck.simulate(prob, algos, steps=ROUNDS[-1], replicates=8, seed=0, progress=False)  # compile
+    fused_local_sgd_logistic(
+        prob.sqrt_h, prob.theta_star, theta0, prob.H_star, gammas[:20], masks[:, :20], P, 8
+    )
+    t_sim, t_final, t_fused, t_one = _best([sim, sim_final, fused, fused_1core], 2 if quick else 3)
+    return {
+        "simulate": t_sim,
+        "simulate_final": t_final,
+        "fused": t_fused,
+        "fused_1core": t_one,
+        "cores": threads,
+    }
+
+
+def measure(quick: bool = False) -> dict[str, dict]:
+    t = timings(quick)
+    info = {"goal": None, "higher_is_better": False}
+    return {
+        "logistic_vs_fused_loop": {
+            "value": t["fused"] / t["simulate"],
+            "goal": 1.0,
+            "higher_is_better": True,
+        },
+        "logistic_vs_fused_loop_1core": {
+            "value": t["fused_1core"] / t["simulate"],
+            "goal": None,
+            "higher_is_better": True,
+        },
+        "logistic_vs_fused_loop_final": {
+            "value": t["fused"] / t["simulate_final"],
+            "goal": None,
+            "higher_is_better": True,
+        },
+        "logistic_vs_fused_loop_final_1core": {
+            "value": t["fused_1core"] / t["simulate_final"],
+            "goal": None,
+            "higher_is_better": True,
+        },
+        "logistic_simulate_seconds": {"value": t["simulate"], **info},
+        "logistic_simulate_final_seconds": {"value": t["simulate_final"], **info},
+        "logistic_fused_seconds": {"value": t["fused"], **info},
+        "logistic_fused_1core_seconds": {"value": t["fused_1core"], **info},
+    }
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(timings(quick="--quick" in sys.argv))

@@ -1,0 +1,309 @@
+"""Where the replicate blocks of one :func:`convkit.simulate` call run: threads or Dask.
+
+The engine's unit of randomness is the replicate block (:data:`convkit.simulate.REPLICATE_BLOCK`
+replicates, each with its own streams keyed ``(seed, block index)``).  A *part* is a run of
+whole consecutive blocks simulated from start to end by one call of the engine's
+``_run_chunk``, with its own state, writing only its own slice of the outputs.  Since a
+block's numbers depend on its seed and index only, the numbers do not depend on how the blocks
+are grouped into parts, nor on where or in which order the parts run: threads of this process
+(:func:`run_threads`) or the workers of a Dask cluster (:func:`run_dask`) give bit-identical
+values to the serial run.
+
+* Threads: each memory chunk (at most ``memory_limit`` bytes of state) is split into up to
+  ``threads`` parts of whole blocks (:func:`split_blocks`) that run at once on a thread pool;
+  their states add up to the chunk's, so the memory bound holds for the whole call.  The
+  compiled kernels release the GIL (``nogil=True``), as do NumPy's random fills and its array
+  operations on large arrays; the Python of each step holds it.  Before the threads start,
+  one throwaway step in the calling thread builds the lazily compiled kernels and caches
+  (``simulate._warm_up``), which a second thread could otherwise see half-built.
+* Dask: the parts of every chunk are submitted at once to a ``distributed`` cluster (one part
+  per worker thread and chunk), each computes its slice of the recorded values on a worker,
+  and the slices are copied into the outputs here (exact merge: disjoint slices).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+__all__ = [
+    "Cancelled",
+    "check_dask",
+    "resolve_threads",
+    "run_dask",
+    "run_threads",
+    "split_blocks",
+]
+
+#: the first steps are timed for at most this long, or this many steps
+_TIMING_SECONDS = 0.5
+_TIMING_STEPS = 20
+#: seconds between two looks of the main thread at the progress of the threads
+_POLL_SECONDS = 0.05
+
+
+class Cancelled(Exception):
+    """Raised inside a part when the run was stopped (another part failed, or Ctrl-C)."""
+
+
+class Clock:
+    """Times the first steps, warns when the run will be long and drives the progress bar.
+
+    The estimate is ``(seconds per step and replicate) * n_max * R / concurrency`` plus the
+    recording time per record point and replicate times the number of record points of all
+    algorithms (``n_rec``), both measured on the first part of the first chunk (``timed``) after
+    its first step (which may include compilation), plus the time before that step;
+    ``concurrency`` is the number of parts running at once (threads).
+
+    Thread safety: the parts call :meth:`tick` and :meth:`recorded` from their threads (under a
+    lock, counters only); the warning and the progress bar are handled by :meth:`poll`, in the
+    thread that called :func:`simulate` only (inline in a serial run, by the waiting loop of a
+    threaded one).  The bar counts replicate-steps (local steps times replicates).
+    """
+
+    def __init__(
+        self,
+        n_max: int,
+        R: int,
+        n_rec: int,
+        concurrency: int,
+        progress: bool | None,
+        long_run_seconds: float = float("inf"),
+    ):
+        self.n_max, self.R, self.n_rec = n_max, R, n_rec
+        self.long_run_seconds = long_run_seconds
+        self.concurrency = max(1, concurrency)
+        self.total = n_max * R
+        self.progress = progress
+        self.done = 0
+        self.estimate: float | None = None
+        self.t_start = time.perf_counter()
+        self.t_first: float | None = None
+        self.record_seconds = 0.0
+        self.records = 0
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._main = threading.get_ident()
+        self._message: str | None = None
+        self.bar = self._bar() if progress else None
+
+    def _bar(self) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(
+            total=self.total, initial=self.done, desc="simulate", unit="rep-step", unit_scale=True
+        )
+
+    def tick(self, k: int, Rc: int, timed: bool) -> None:
+        """Local step ``k`` of a part of ``Rc`` replicates is done (any thread)."""
+        if self.stop.is_set():
+            raise Cancelled("simulate was stopped")
+        with self._lock:
+            self.done += Rc
+            if timed and self.estimate is None:
+                self._time(k, Rc)
+        if threading.get_ident() == self._main:
+            self.poll(stacklevel=6)  # poll, tick, _run_chunk, _execute, simulate
+
+    def advance(self, rep_steps: int) -> None:
+        """``rep_steps`` replicate-steps done elsewhere (a Dask part)."""
+        with self._lock:
+            self.done += rep_steps
+
+    def recorded(self, seconds: float, timed: bool) -> None:
+        """One record point of one algorithm took ``seconds`` (any thread)."""
+        if timed:
+            with self._lock:
+                self.record_seconds += seconds
+                self.records += 1
+
+    def _time(self, k: int, Rc: int) -> None:
+        now = time.perf_counter()
+        if k == 1:
+            self.t_first = now
+            self.record_seconds, self.records = 0.0, 0
+            if self.n_max > 1:
+                return
+            per_step = (now - self.t_start) / Rc
+            steps = 1
+        else:
+            dt = now - self.t_first
+            if dt < _TIMING_SECONDS and k - 1 < _TIMING_STEPS and k < self.n_max:
+                return
+            steps = k - 1
+            per_step = max(0.0, dt - self.record_seconds) / (steps * Rc)
+        per_record = self.record_seconds / (max(1, self.records) * Rc)
+        setup = (self.t_first or now) - self.t_start
+        reps = self.R / self.concurrency
+        self.estimate = setup + reps * (per_step * self.n_max + per_record * self.n_rec)
+        if self.estimate > self.long_run_seconds:
+            self._message = (
+                f"simulate: estimated {self.estimate:.0f} s ({self.estimate / 60:.1f} min) for "
+                f"{self.R} replicates x {self.n_max} local steps (measured on the first "
+                f"{steps} steps); "
+                + ("progress=False: no progress bar" if self.progress is False else "progress:")
+            )
+
+    def poll(self, stacklevel: int = 4) -> None:
+        """Warn (once) and update the bar; in the thread that called :func:`simulate` only."""
+        with self._lock:
+            message, self._message = self._message, None
+            done = self.done
+        if message is not None:
+            warnings.warn(message, UserWarning, stacklevel=stacklevel)
+            if self.progress is None and self.bar is None:
+                self.bar = self._bar()
+        if self.bar is not None and done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.poll()
+            self.bar.close()
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask where known, else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_threads(threads: Any) -> int:
+    """``threads`` as a positive int: ``None`` means all available cores."""
+    if threads is None:
+        return available_cores()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(
+            f"threads must be an integer >= 1 (1 = serial) or None (all {available_cores()} "
+            f"available cores), got {threads!r}"
+        )
+    return int(threads)
+
+
+def split_blocks(j0: int, j1: int, parts: int) -> list[tuple[int, int]]:
+    """Blocks ``j0..j1-1`` as at most ``parts`` runs of consecutive whole blocks, their sizes
+    differing by at most one block (the earlier runs take the extra blocks)."""
+    n = j1 - j0
+    parts = max(1, min(parts, n))
+    size, extra = divmod(n, parts)
+    out, j = [], j0
+    for p in range(parts):
+        k = size + (1 if p < extra else 0)
+        out.append((j, j + k))
+        j += k
+    return out
+
+
+def run_threads(
+    pool: ThreadPoolExecutor,
+    tasks: Sequence[Callable[[], None]],
+    stop: threading.Event,
+    poll: Callable[[], None],
+) -> None:
+    """Run ``tasks`` on ``pool`` and wait for all of them, calling ``poll`` (progress bar,
+    warnings: main-thread work) about every :data:`_POLL_SECONDS`.
+
+    On the first failure (or a ``KeyboardInterrupt`` here) ``stop`` is set, so that the other
+    tasks raise :class:`Cancelled` at their next step; once all have ended, the first real
+    error is raised."""
+    futures: list[Future] = [pool.submit(t) for t in tasks]
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_EXCEPTION)
+            poll()
+            if any(f.exception() is not None for f in done):
+                break
+    except BaseException:
+        stop.set()
+        wait(futures)
+        raise
+    if any(f.exception() is not None for f in futures if f.done()):
+        stop.set()
+    wait(futures)
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    real = [e for e in errors if not isinstance(e, Cancelled)]
+    if real or errors:
+        raise (real or errors)[0]
+
+
+def check_dask(dask: Any) -> Any:
+    """The ``distributed`` module, after checking that it is installed and that ``dask`` is
+    ``True``, a scheduler address or a ``distributed.Client`` (before any work)."""
+    try:
+        import distributed
+    except ImportError as exc:
+        raise ImportError(
+            "simulate(..., dask=...) needs Dask's distributed scheduler: install the extra with "
+            "`pip install convkit[cluster]`"
+        ) from exc
+    if not (dask is True or isinstance(dask, str | distributed.Client)):
+        raise ValueError(
+            "dask must be True (an embedded LocalCluster), a scheduler address such as "
+            f"'tcp://host:8786' or a distributed.Client, got {dask!r}"
+        )
+    return distributed
+
+
+def _client(dask: Any, workers: int) -> tuple[Any, Any, bool, str]:
+    """``(client, cluster, close_client, description)`` for a ``dask=`` argument: ``True`` (an
+    embedded LocalCluster of ``workers`` processes), a scheduler address or a Client."""
+    distributed = check_dask(dask)
+    if isinstance(dask, distributed.Client):
+        return dask, None, False, f"client {dask.scheduler.address}"
+    if dask is True:
+        import logging
+
+        cluster = distributed.LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        return distributed.Client(cluster), cluster, True, f"LocalCluster({workers} processes)"
+    return distributed.Client(dask), None, True, dask
+
+
+def run_dask(
+    dask: Any,
+    workers: int,
+    spec: Any,
+    chunks: Sequence[tuple[int, int]],
+    task: Callable[[Any, int, int], Any],
+    merge: Callable[[Any], None],
+    poll: Callable[[], None],
+) -> tuple[str, int]:
+    """Run the blocks of ``chunks`` on a Dask cluster: each chunk split into one part per
+    worker thread, ``task(spec, j0, j1)`` computed on the workers (``spec`` scattered once,
+    serialised with cloudpickle), ``merge(output)`` called here as each part completes.
+    Returns the cluster's description and the number of parts."""
+    client, cluster, close, where = _client(dask, workers)
+    try:
+        from distributed import as_completed
+
+        n_threads = max(1, sum(client.nthreads().values()))
+        parts = [p for j0, j1 in chunks for p in split_blocks(j0, j1, n_threads)]
+        remote = client.scatter(spec, broadcast=True, hash=False)
+        futures = [client.submit(task, remote, j0, j1, pure=False) for j0, j1 in parts]
+        try:
+            for fut, out in as_completed(futures, with_results=True):
+                fut.release()
+                merge(out)
+                poll()
+        except BaseException:
+            client.cancel(futures)
+            raise
+        return where, len(parts)
+    finally:
+        if close:
+            client.close()
+        if cluster is not None:
+            cluster.close()
