@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 __all__ = [
     "CONSISTENT_UNRESOLVED",
@@ -61,7 +60,6 @@ __all__ = [
     "check_verdict",
     "exponent_verdict",
     "interval_text",
-    "normalize_row",
     "verdict_of",
 ]
 
@@ -149,11 +147,3 @@ def verdict_of(ok: bool | None, reason_ok: str = "", reason_bad: str = "") -> tu
     if ok is None:
         return INCONCLUSIVE, reason_bad or reason_ok
     return (HOLDS, reason_ok) if ok else (VIOLATED, reason_bad)
-
-
-def normalize_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Check that a row's ``verdict`` is in the vocabulary and that it has a ``reason``
-    (empty string if none was given); returns the row."""
-    check_verdict(row["verdict"])
-    row.setdefault("reason", "")
-    return row
