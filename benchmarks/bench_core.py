@@ -15,23 +15,11 @@ Each ratio interleaves the two measurements and keeps the best of several repeat
 
 from __future__ import annotations
 
-import time
 import tracemalloc
-
-import numpy as np
 
 import convkit as ck
 from benchmarks.naive_local import naive_local_sgd
-
-
-def _best(funcs, repeats):
-    best = [np.inf] * len(funcs)
-    for _ in range(repeats):
-        for i, f in enumerate(funcs):
-            t0 = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+from benchmarks.timing import best_of
 
 
 def mc_vs_rng(d: int, quick: bool) -> float:
@@ -52,7 +40,7 @@ def mc_vs_rng(d: int, quick: bool) -> float:
             s.normal((R, P, 1))
 
     sim()  # warm up (compilation of the fused kernel)
-    t_sim, t_rng = _best([sim, rng], 2 if quick else 3)
+    t_sim, t_rng = best_of([sim, rng], 2 if quick else 3)
     return t_rng / t_sim
 
 
@@ -71,7 +59,7 @@ def vec_vs_loop(quick: bool) -> float:
         naive_local_sgd(prob, P, step.values(n), mask, replicates=R, seed=1, n_record=10)
 
     vec()
-    t_vec, t_loop = _best([vec, loop], 1 if quick else 2)
+    t_vec, t_loop = best_of([vec, loop], 1 if quick else 2)
     return t_loop / t_vec
 
 

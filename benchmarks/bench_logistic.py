@@ -29,26 +29,16 @@ The four runs are interleaved and each keeps the best of several repeats (3, qui
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import numpy as np
 
 import convkit as ck
+from benchmarks.timing import best_of
 
 ROUNDS = (1, 4, 16, 64, 256, 1024)
 P = 8
 C = 1.0
 
 
-def _best(funcs: list[Callable[[], object]], repeats: int) -> list[float]:
-    best = [np.inf] * len(funcs)
-    for _ in range(repeats):
-        for i, f in enumerate(funcs):
-            t0 = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 def setting(quick: bool) -> tuple[ck.LogisticRegression, list, int, int]:
@@ -98,7 +88,7 @@ def timings(quick: bool = False) -> dict[str, float]:
     fused_local_sgd_logistic(
         prob.sqrt_h, prob.theta_star, theta0, prob.H_star, gammas[:20], masks[:, :20], P, 8
     )
-    t_sim, t_final, t_fused, t_one = _best([sim, sim_final, fused, fused_1core], 2 if quick else 3)
+    t_sim, t_final, t_fused, t_one = best_of([sim, sim_final, fused, fused_1core], 2 if quick else 3)
     return {
         "simulate": t_sim,
         "simulate_final": t_final,

@@ -17,23 +17,14 @@ the machine cancels out as far as possible.  The numbers of both runs are identi
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 import convkit as ck
+from benchmarks.timing import best_of
 
 ROUNDS = (1, 2, 5, 10, 20, 50)
 
 
-def _best(funcs, repeats: int) -> list[float]:
-    best = [np.inf] * len(funcs)
-    for _ in range(repeats):
-        for i, f in enumerate(funcs):
-            t0 = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 def _speedup(prob, algos, steps: int, R: int, repeats: int) -> float:
@@ -43,7 +34,7 @@ def _speedup(prob, algos, steps: int, R: int, repeats: int) -> float:
         )
 
     run(2)()  # warm up (compilation of the kernels, caches)
-    t1, t2 = _best([run(1), run(2)], repeats)
+    t1, t2 = best_of([run(1), run(2)], repeats)
     return t1 / t2
 
 
@@ -80,7 +71,7 @@ def ceiling(quick: bool) -> float:
         def both():
             list(pool.map(_fill, [0, 1]))
 
-        t1, t2 = _best([serial, both], 2 if quick else 5)
+        t1, t2 = best_of([serial, both], 2 if quick else 5)
     return t1 / t2
 
 

@@ -15,23 +15,10 @@ Each ratio interleaves the two measurements and keeps the best of several repeat
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
-
 import convkit as ck
+from benchmarks.timing import best_of
 from convkit.problems.datasets import synthetic_least_squares, synthetic_sparse
 from convkit.problems.finite_sum import FiniteLeastSquares
-
-
-def _best(funcs, repeats):
-    best = [np.inf] * len(funcs)
-    for _ in range(repeats):
-        for i, f in enumerate(funcs):
-            t0 = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 def _runner(prob, R, P, n):
@@ -52,7 +39,7 @@ def finite_vs_gaussian(quick: bool) -> float:
     runs = [_runner(finite, R, P, n), _runner(gauss, R, P, n)]
     for f in runs:  # warm up (compilation of the fused kernels, caches)
         f()
-    t_finite, t_gauss = _best(runs, 2 if quick else 5)
+    t_finite, t_gauss = best_of(runs, 2 if quick else 5)
     return t_gauss / t_finite
 
 
@@ -66,7 +53,7 @@ def sparse_vs_dense(quick: bool) -> float:
     runs = [_runner(sparse, R, P, n), _runner(dense, R, P, n)]
     for f in runs:
         f()
-    t_sparse, t_dense = _best(runs, 2 if quick else 5)
+    t_sparse, t_dense = best_of(runs, 2 if quick else 5)
     return t_dense / t_sparse
 
 

@@ -73,7 +73,7 @@ from ._parallel import (
     run_threads,
     split_blocks,
 )
-from .algorithms.base import Algorithm
+from .algorithms.base import Algorithm, algorithm_list
 from .algorithms.local import local_steps_for
 from .backend import Backend, BlockedStream, get_backend, to_numpy, tune_allocator
 from .problems.base import METRICS, GradientOracle, Problem
@@ -378,15 +378,8 @@ def simulate(
     t_start = time.perf_counter()
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be a convkit Problem, got {type(problem).__name__}")
-    algos = [algorithms] if isinstance(algorithms, Algorithm) else list(algorithms)
-    if not algos:
-        raise ValueError("algorithms must hold at least one algorithm, got an empty sequence")
-    for a in algos:
-        if not isinstance(a, Algorithm):
-            raise TypeError(f"algorithms must be convkit Algorithms, got {type(a).__name__}")
+    algos = algorithm_list(algorithms)
     labels = [a.label for a in algos]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"algorithm labels must be unique (pass name=...), got {labels}")
     R = check_int("replicates", replicates, low=1)
     seed = check_int("seed", seed, low=0)
     tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)

@@ -27,7 +27,7 @@ from ..problems.base import GradientOracle
 from ..schedules import StepSize
 from ..validation import check_int
 
-__all__ = ["Algorithm"]
+__all__ = ["Algorithm", "algorithm_list"]
 
 
 class Algorithm(ABC):
@@ -119,3 +119,19 @@ class Algorithm(ABC):
     @staticmethod
     def validate_steps(n: int) -> int:
         return check_int("n (local steps)", n, low=1)
+
+
+def algorithm_list(algorithms: Any) -> list[Algorithm]:
+    """The algorithms of one engine call as a list (one :class:`Algorithm` or a sequence of
+    them), checked the way every engine and the sweep preflight need: non-empty, every item an
+    :class:`Algorithm`, labels unique (they key the results)."""
+    algos = [algorithms] if isinstance(algorithms, Algorithm) else list(algorithms)
+    if not algos:
+        raise ValueError("algorithms must hold at least one algorithm, got an empty sequence")
+    for a in algos:
+        if not isinstance(a, Algorithm):
+            raise TypeError(f"algorithms must be convkit Algorithms, got {type(a).__name__}")
+    labels = [a.label for a in algos]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"algorithm labels must be unique (pass name=...), got {labels}")
+    return algos

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..algorithms.base import Algorithm
+from ..algorithms.base import Algorithm, algorithm_list
 from ..algorithms.local import LocalSGD, local_steps_for
 from ..problems.least_squares import LeastSquares
 from ..recording import ITERATES, DivergenceWarning, record_steps, starting_point
@@ -163,12 +163,8 @@ def expected_error(
     unknown = set(ignored) - {"replicates", "seed", "backend", "dtype", "memory_limit", "progress"}
     if unknown:
         raise TypeError(f"expected_error got unexpected keyword arguments {sorted(unknown)}")
-    algos = [algorithms] if isinstance(algorithms, Algorithm) else list(algorithms)
-    if not algos:
-        raise ValueError("algorithms must hold at least one algorithm, got an empty sequence")
+    algos = algorithm_list(algorithms)
     labels = [a.label for a in algos]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"algorithm labels must be unique (pass name=...), got {labels}")
     tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
     check_real("divergence_factor", divergence_factor, low=1)
     if (gradients is None) == (steps is None):

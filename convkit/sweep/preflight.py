@@ -57,7 +57,7 @@ def probe(
     """
     import numpy as np
 
-    from convkit.algorithms.base import Algorithm
+    from convkit.algorithms.base import algorithm_list
     from convkit.algorithms.local import local_steps_for
     from convkit.backend import get_backend
     from convkit.problems.base import METRICS, Problem
@@ -74,13 +74,7 @@ def probe(
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be a convkit Problem, got {type(problem).__name__}")
     specs = setting["algorithms"] if "algorithms" in setting else [setting["algorithm"]]
-    algos = [_make("algorithm", a) for a in specs]
-    for a in algos:
-        if not isinstance(a, Algorithm):
-            raise TypeError(f"algorithms must be convkit Algorithms, got {type(a).__name__}")
-    labels = [a.label for a in algos]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"algorithm labels must be unique (pass name=...), got {labels}")
+    algos = algorithm_list([_make("algorithm", a) for a in specs])
     rec = setting["record"]
     check_real("tail", rec["tail"], low=0, high=1, high_inclusive=False)
     be = get_backend("numpy", setting["dtype"])
