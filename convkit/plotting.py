@@ -1,0 +1,151 @@
+"""One look for every convkit figure: a colour per algorithm and schedule, theory styling,
+legends outside the data, confidence bands.
+
+Every analysis draws through these helpers so that an algorithm has the same colour in every
+figure of the set (the figure standard of the project: one colour per algorithm everywhere,
+theory drawn distinctly, no legend over data).
+
+>>> color("CHOCO-SGD") == color("choco")
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+#: Colour of each algorithm (decentralized family), keyed by a canonical lower-case name.
+ALGORITHM_COLORS: dict[str, str] = {
+    "sgd": "#444444",
+    "dpsgd": "#1f77b4",
+    "dcd": "#ff7f0e",
+    "ecd": "#2ca02c",
+    "choco": "#d62728",
+    "deepsqueeze": "#9467bd",
+    "efsgd": "#8c564b",
+    # Local-SGD schedules (communication patterns)
+    "mba": "#1f77b4",
+    "osa": "#d62728",
+    "even": "#2ca02c",
+    "local": "#2ca02c",
+    "quadratic": "#ff7f0e",
+    "geometric": "#9467bd",
+    "power": "#e377c2",
+    "adaptive": "#17becf",
+    "best": "#000000",
+    "sqrt_pt": "#bcbd22",
+}
+
+_ALIASES: dict[str, str] = {
+    "d-psgd": "dpsgd",
+    "dpsgd": "dpsgd",
+    "dcd-psgd": "dcd",
+    "dcdpsgd": "dcd",
+    "ecd-psgd": "ecd",
+    "ecdpsgd": "ecd",
+    "choco-sgd": "choco",
+    "chocosgd": "choco",
+    "deep-squeeze": "deepsqueeze",
+    "ef-sgd": "efsgd",
+    "ef": "efsgd",
+    "error-feedback": "efsgd",
+    "minibatch": "mba",
+    "mini-batch": "mba",
+    "every": "mba",
+    "one-shot": "osa",
+    "oneshot": "osa",
+    "final": "osa",
+    "rounds": "even",
+}
+
+#: Style of a theoretical curve or bound: black, dashed, drawn above the data.
+THEORY_STYLE: dict[str, Any] = {"color": "black", "linestyle": "--", "linewidth": 1.3, "zorder": 5}
+
+#: Style of a reference line (an asymptote, a threshold): grey, dotted.
+REFERENCE_STYLE: dict[str, Any] = {"color": "0.45", "linestyle": ":", "linewidth": 1.2}
+
+_FALLBACK = ["#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
+
+
+def canonical(name: str) -> str:
+    """The palette key of an algorithm or schedule label (``"CHOCO-SGD"`` -> ``"choco"``)."""
+    key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    key = key.split("(")[0].strip("-")
+    if key in ALGORITHM_COLORS:
+        return key
+    if key in _ALIASES:
+        return _ALIASES[key]
+    compact = key.replace("-", "")
+    if compact in ALGORITHM_COLORS:
+        return compact
+    return _ALIASES.get(compact, key)
+
+
+def color(name: str) -> str:
+    """The colour of algorithm or schedule ``name`` (the same in every figure).
+
+    Unknown names get a stable grey-family colour from their text, never a colour already
+    used by a known algorithm.
+    """
+    key = canonical(name)
+    if key in ALGORITHM_COLORS:
+        return ALGORITHM_COLORS[key]
+    return _FALLBACK[sum(map(ord, key)) % len(_FALLBACK)]
+
+
+def band(
+    ax: Any,
+    x: Sequence[float],
+    mean: Sequence[float],
+    se: Sequence[float],
+    *,
+    z: float = 1.96,
+    label: str | None = None,
+    **line: Any,
+) -> Any:
+    """Draw ``mean`` with a ``z``-standard-error band (95 % by default) on ``ax``.
+
+    Returns the line.  The band uses the line's colour at alpha 0.2; values are clipped at
+    a tiny positive number so that log axes stay valid.
+    """
+    x, m, s = (np.asarray(v, dtype=float) for v in (x, mean, se))
+    (ln,) = ax.plot(x, m, label=label, **line)
+    lo = np.maximum(m - z * s, np.finfo(float).tiny)
+    ax.fill_between(x, lo, m + z * s, color=ln.get_color(), alpha=0.2, linewidth=0)
+    return ln
+
+
+def legend_outside(ax: Any, *, where: str = "right", **kw: Any) -> Any:
+    """A legend placed outside the axes (``where`` = ``"right"`` or ``"below"``), so that it
+    never covers data."""
+    if where == "right":
+        kw.setdefault("loc", "upper left")
+        kw.setdefault("bbox_to_anchor", (1.02, 1.0))
+    elif where == "below":
+        kw.setdefault("loc", "upper center")
+        kw.setdefault("bbox_to_anchor", (0.5, -0.15))
+        kw.setdefault("ncol", 3)
+    else:
+        raise ValueError(f"where must be 'right' or 'below', got {where!r}")
+    kw.setdefault("fontsize", "small")
+    kw.setdefault("frameon", False)
+    return ax.legend(**kw)
+
+
+def plain(value: Any, digits: int = 4) -> Any:
+    """A table value as a plain Python number rounded to ``digits`` significant digits
+    (``np.float64(0.123456)`` -> ``0.1235``); non-numbers unchanged, ``None`` -> ``"-"``."""
+    if value is None:
+        return "-"
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if not np.isfinite(v) or v == 0.0:
+            return v
+        return float(f"{v:.{digits}g}")
+    return value
