@@ -25,17 +25,17 @@ ALGORITHM_COLORS: dict[str, str] = {
     "choco": "#d62728",
     "deepsqueeze": "#9467bd",
     "efsgd": "#8c564b",
-    # Local-SGD schedules (communication patterns)
-    "mba": "#1f77b4",
-    "osa": "#d62728",
-    "even": "#2ca02c",
-    "local": "#2ca02c",
-    "quadratic": "#ff7f0e",
-    "geometric": "#9467bd",
-    "power": "#e377c2",
-    "adaptive": "#17becf",
+    # Local-SGD schedules (communication patterns), distinct from the algorithms above
+    "mba": "#17becf",
+    "osa": "#e377c2",
+    "even": "#bcbd22",
+    "local": "#bcbd22",
+    "quadratic": "#fb9a29",
+    "geometric": "#6a3d9a",
+    "power": "#b2df8a",
+    "adaptive": "#b15928",
     "best": "#000000",
-    "sqrt_pt": "#bcbd22",
+    "sqrt_pt": "#7f7f7f",
 }
 
 _ALIASES: dict[str, str] = {
@@ -66,7 +66,7 @@ THEORY_STYLE: dict[str, Any] = {"color": "black", "linestyle": "--", "linewidth"
 #: Style of a reference line (an asymptote, a threshold): grey, dotted.
 REFERENCE_STYLE: dict[str, Any] = {"color": "0.45", "linestyle": ":", "linewidth": 1.2}
 
-_FALLBACK = ["#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
+_FALLBACK = ["#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#dbdb8d"]
 
 
 def canonical(name: str) -> str:
