@@ -34,7 +34,7 @@ ALGORITHM_COLORS: dict[str, str] = {
     "geometric": "#6a3d9a",
     "power": "#b2df8a",
     "adaptive": "#b15928",
-    "best": "#000000",
+    "best": "#006d2c",
     "sqrt_pt": "#7f7f7f",
 }
 
