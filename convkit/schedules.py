@@ -32,6 +32,16 @@ schedules that fall beyond ``n`` are dropped (that is their design), and the las
 * :class:`Geometric`: gaps growing geometrically, ``H_j = first * ratio^j``;
 * :class:`Polynomial`: communication at ``ceil(c j^power)``, i.e. gaps growing like
   ``j^(power - 1)``.
+
+Position forms (what papers write: round ``j`` of a budget of ``N`` placed after a given local
+step; duplicates removed, the last step ``n`` always a round, :meth:`CommSchedule.rounds` the
+actual number of distinct rounds, at most ``N``; ``N <= n`` required, as for ``Rounds``):
+
+* :class:`PowerRounds`: round ``j`` after step ``ceil(n (j/N)^p)`` (``p = 1``: even, the
+  positions of ``Rounds(N)``; ``p = 2``: :func:`QuadraticRounds`);
+* :class:`GeometricRounds`: round ``j`` after step ``ceil(n^(j/N))``;
+* :class:`AdaptiveRounds`: positions from convkit's bias/variance balance (derived here; the
+  rule and its derivation are in its docstring).
 """
 
 from __future__ import annotations
@@ -55,8 +65,11 @@ __all__ = [
     "EveryStep",
     "Final",
     "Geometric",
+    "GeometricRounds",
     "PolyDecay",
     "Polynomial",
+    "PowerRounds",
+    "QuadraticRounds",
     "Rounds",
     "StepSize",
 ]
@@ -386,6 +399,113 @@ class Polynomial(CommSchedule):
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "polynomial", "power": self.power, "scale": self.scale}
+
+
+def _check_budget(N: int, n: int) -> None:
+    if N > n:
+        raise ValueError(f"N (rounds) must be <= the number of local steps n = {n}, got {N}")
+
+
+def _ceil_guarded(x: np.ndarray, p: float = 1.0) -> np.ndarray:
+    """``ceil(x)`` of float values, where a value within its rounding error of an integer
+    (``max(1e-9, 16 eps |x| (1 + |p|))``, ``p`` the power that produced it) counts as that
+    integer: ``ceil(3.0000000000000004) = 3``, not 4."""
+    x = np.asarray(x, dtype=np.float64)
+    r = np.rint(x)
+    tol = np.maximum(1e-9, 16.0 * np.finfo(np.float64).eps * np.abs(x) * (1.0 + abs(p)))
+    return np.where(np.abs(x - r) <= tol, r, np.ceil(x)).astype(np.int64)
+
+
+def _power_positions(n: int, N: int, p: float) -> np.ndarray:
+    """``ceil(n (j/N)^p)``, j = 1..N: exact integers ``ceil(n j^p / N^p)`` for integer ``p``
+    (int64 when ``n N^p < 2^62``, Python integers otherwise), else guarded floats."""
+    j = np.arange(1, N + 1, dtype=np.int64)
+    if float(p).is_integer():
+        q = int(p)
+        if n * N**q < 2**62:
+            return -((-n * j**q) // N**q)
+        num = np.array([n * int(v) ** q for v in j], dtype=object)
+        return np.array(-((-num) // N**q), dtype=np.int64)
+    return _ceil_guarded(n * (j / N) ** p, p)
+
+
+@dataclass(frozen=True)
+class PowerRounds(CommSchedule):
+    """A budget of ``N`` rounds at positions ``ceil(n (j/N)^p)``, j = 1..N.
+
+    ``p = 1``: evenly spaced (the positions of :class:`Rounds`); ``p > 1``: gaps growing
+    like ``j^(p-1)`` (communicate often early, rarely late); ``0 < p < 1``: shrinking gaps.
+    Integer ``p`` uses exact integer arithmetic (``ceil(n j^p / N^p)``), other ``p`` floats
+    with :func:`_ceil_guarded` (a value within rounding error of an integer is that integer).
+    Duplicate positions (several small ``j`` sharing a step) are removed, so
+    :meth:`rounds` is the actual number of distinct rounds, ``<= N``; the last one is always
+    ``n`` (``j = N``).  ``N <= n`` is required (``ValueError`` otherwise, as ``Rounds``).
+
+    Parameters
+    ----------
+    N : int
+        Nominal number of rounds (the budget), ``>= 1``.
+    p : float
+        Power of the positions, ``> 0``.
+    """
+
+    N: int
+    p: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "N", check_int("N (rounds)", self.N, low=1))
+        object.__setattr__(self, "p", check_real("p (power)", self.p, low=0, low_inclusive=False))
+        if self.p > 64:
+            raise ValueError(f"p (power) must be in (0, 64], got {self.p:g}")
+
+    def validate(self, n: int) -> None:
+        _check_budget(self.N, n)
+
+    def _raw_steps(self, n: int) -> Any:
+        return _power_positions(n, self.N, self.p)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "power_rounds", "N": self.N, "p": self.p}
+
+
+def QuadraticRounds(N: int) -> PowerRounds:
+    """``N`` rounds at ``ceil(n (j/N)^2)`` (exact integers ``ceil(n j^2 / N^2)``):
+    ``PowerRounds(N, 2)``."""
+    return PowerRounds(N, 2.0)
+
+
+@dataclass(frozen=True)
+class GeometricRounds(CommSchedule):
+    """A budget of ``N`` rounds at positions ``ceil(n^(j/N))``, j = 1..N (gaps growing
+    geometrically by the factor ``n^(1/N)``).
+
+    Computed in floats with :func:`_ceil_guarded` (``n^(j/N)`` within rounding error of an
+    integer is that integer; ``j = N`` gives exactly ``n``); duplicates are removed, so
+    :meth:`rounds` (the actual number of distinct rounds) may be far below ``N`` when
+    ``n^(1/N)`` is close to 1.  ``N <= n`` is required.
+
+    Parameters
+    ----------
+    N : int
+        Nominal number of rounds (the budget), ``>= 1``.
+    """
+
+    N: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "N", check_int("N (rounds)", self.N, low=1))
+
+    def validate(self, n: int) -> None:
+        _check_budget(self.N, n)
+
+    def _raw_steps(self, n: int) -> Any:
+        j = np.arange(1, self.N + 1, dtype=np.float64)
+        out = _ceil_guarded(np.exp(j / self.N * math.log(n)))
+        out[-1] = n
+        return np.minimum(out, n)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "geometric_rounds", "N": self.N}
 
 
 #: The short forms :func:`comm_from_spec` accepts (quoted in its error messages).
