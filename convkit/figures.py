@@ -15,7 +15,14 @@ each analysis finishes, so an interrupted run keeps what it computed.
 
 ``checks_only=True`` (``convkit figures --checks-only``) simulates nothing: it reads each
 analysis' committed ``<out>/<name>.csv``, re-evaluates ``checks(data)`` and rewrites
-``checks.json`` and ``index.md`` (for example after a change of the verdict rule).
+``checks.json`` and ``index.md`` (for example after a change of the verdict rule);
+``replot=True`` (``--replot``) also draws the figures again from that data.
+
+Quick runs (``--quick``) write to the scratch directory ``figures-quick/`` by default (ignored
+by git) and are refused in the committed ``figures/``.  ``<out>/runs.json`` records, per
+analysis, the mode of its data (``full`` or ``quick``) and the exact commands that produced its
+data, figures and checks; ``index.md`` starts with the command that wrote it and shows each
+analysis' record.  A partial run (``--only``) keeps the other analyses' entries.
 
 This module is the pipeline (:func:`discover`, :func:`run_figures`, :func:`write_index`); the
 command line is :mod:`convkit.cli.figures`.
@@ -62,15 +69,68 @@ def _validated(name: str, rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _mode_line(quick: bool, checks_only: bool) -> str:
-    if checks_only:
-        return (
-            "Checks re-evaluated from the committed data by `convkit figures --checks-only` "
-            "(data and figures from `make figures`)."
+MODES = ("full", "quick")
+
+#: Where ``convkit figures`` writes by default: the committed set, and the scratch directory
+#: of quick runs (ignored by git), so that a quick run never replaces committed figures.
+COMMITTED = REPO / "figures"
+QUICK_OUT = REPO / "figures-quick"
+
+_UNRECORDED = "not recorded"
+
+
+def default_out(quick: bool) -> Path:
+    """The default output directory: :data:`QUICK_OUT` for quick runs, :data:`COMMITTED`
+    otherwise."""
+    return QUICK_OUT if quick else COMMITTED
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _provenance(
+    previous: dict | None, command: str, quick: bool, checks_only: bool, replot: bool
+) -> dict:
+    """The provenance record of one analysis after this run: ``mode`` (``"full"``, ``"quick"``
+    or ``"not recorded"``) and the commands that produced its ``data``, ``figures`` and
+    ``checks`` (a re-plot keeps the data's record, a checks-only run keeps data and figures)."""
+    prev = dict(previous or {})
+    rec = {
+        "mode": prev.get("mode", _UNRECORDED),
+        "data": prev.get("data", _UNRECORDED),
+        "figures": prev.get("figures", _UNRECORDED),
+        "checks": command,
+    }
+    if "seconds" in prev:
+        rec["seconds"] = prev["seconds"]
+    if not checks_only:
+        rec["figures"] = command
+    if not checks_only and not replot:
+        rec.update(mode="quick" if quick else "full", data=command)
+    return rec
+
+
+def mode_summary(runs: dict[str, dict], command: str) -> str:
+    """The index's first lines: the exact command that wrote it, and the mode of the data of
+    every analysis it lists (one mode, or each analysis with its own when they differ)."""
+    modes = {r.get("mode", _UNRECORDED) for r in runs.values()}
+    head = f"This index was written by `{command}`."
+    if modes == {"full"}:
+        what = "Data of every analysis: full run (`make figures`, the committed settings)."
+    elif modes == {"quick"}:
+        what = "Data of every analysis: quick run (reduced settings, not the committed set)."
+    else:
+        what = (
+            "Data modes differ between analyses: "
+            + ", ".join(f"{n}: {runs[n].get('mode', _UNRECORDED)}" for n in sorted(runs))
+            + "."
         )
-    if quick:
-        return "Quick run: `convkit figures --quick` (reduced settings, not the committed set)."
-    return "Full run: `make figures` (`convkit figures`)."
+    return f"{head} {what}"
 
 
 def run_figures(
@@ -80,53 +140,117 @@ def run_figures(
     analyses_dir: Path,
     checks_only: bool = False,
     jobs: int = 1,
+    *,
+    replot: bool = False,
+    command: str | None = None,
 ) -> int:
     """Run the analyses ``names`` (None or empty: all of ``analyses_dir``) and write their data,
-    figures, ``checks.json`` and ``index.md`` into ``out``; with ``checks_only`` re-evaluate
-    the checks on the data already in ``out`` instead. ``jobs > 1`` runs that many analyses at
-    once in separate processes (they are independent; each writes its own files, and
-    ``checks.json`` is rewritten by this process as each finishes). Returns the exit code
-    (0 success, 1 some analysis failed, 2 no analyses directory or unknown names)."""
+    figures, ``checks.json``, ``runs.json`` and ``index.md`` into ``out``.
+
+    Parameters
+    ----------
+    names : sequence of str or None
+        Analyses to run; the entries of the other analyses already in ``out`` are kept (a
+        partial run never drops them from ``checks.json``, ``runs.json`` or ``index.md``).
+    out : Path
+        Output directory.  A quick run into the committed set (:data:`COMMITTED`) is refused.
+    quick : bool
+        Reduced settings (each analysis' ``run(quick=True)``).
+    analyses_dir : Path
+        Directory of the analysis modules.
+    checks_only : bool
+        Simulate and draw nothing: re-evaluate the checks on the data already in ``out``.
+    jobs : int
+        Run that many analyses at once in separate processes (they are independent; each
+        writes its own files, and ``checks.json`` is rewritten by this process as each
+        finishes).
+    replot : bool
+        Simulate nothing: draw the figures again from the data already in ``out`` and
+        re-evaluate the checks (the data's provenance is kept).
+    command : str or None
+        The exact command line recorded in ``runs.json`` and ``index.md`` (default: a
+        ``convkit figures`` line rebuilt from the arguments).
+
+    Returns
+    -------
+    int
+        Exit code: 0 success, 1 some analysis failed, 2 no analyses directory, unknown names,
+        a quick run aimed at the committed set, or ``checks_only`` together with ``replot``.
+    """
     analyses_dir = Path(analyses_dir).resolve()
     if not analyses_dir.is_dir():
         print(f"convkit figures: no analyses directory at {analyses_dir}", file=sys.stderr)
         return 2
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if checks_only and replot:
+        print("convkit figures: choose one of --checks-only and --replot", file=sys.stderr)
+        return 2
+    if quick and not (checks_only or replot) and _same_dir(out, COMMITTED):
+        print(
+            f"convkit figures: --quick never writes into the committed set {COMMITTED}; "
+            f"use the default scratch directory {QUICK_OUT} or another --out DIR",
+            file=sys.stderr,
+        )
+        return 2
     names = list(names or discover(analyses_dir))
     unknown = set(names) - set(discover(analyses_dir))
     if unknown:
         print(f"convkit figures: unknown analyses {sorted(unknown)}", file=sys.stderr)
         return 2
+    if command is None:
+        parts = ["convkit figures"] + (["--quick"] if quick else [])
+        parts += ["--checks-only"] if checks_only else []
+        parts += ["--replot"] if replot else []
+        parts += [f"--only {' '.join(names)}", f"--out {out}"]
+        command = " ".join(parts)
+    out.mkdir(parents=True, exist_ok=True)
     index_path = out / "checks.json"
-    all_checks: dict[str, list] = json.loads(index_path.read_text()) if index_path.exists() else {}
+    all_checks: dict[str, list] = _read_json(index_path)
+    runs: dict[str, dict] = _read_json(out / "runs.json")
     files: dict[str, list[str]] = {}
+    known = set(discover(analyses_dir))
     titles: dict[str, str] = {
-        n: getattr(_load(analyses_dir, n), "TITLE", n)
-        for n in all_checks
-        if n in discover(analyses_dir)
+        n: getattr(_load(analyses_dir, n), "TITLE", n) for n in all_checks if n in known
     }
-    failed = []
-    tasks = [(str(analyses_dir), name, str(out), quick, checks_only) for name in names]
+    failed: list[str] = []
+    tasks = [(str(analyses_dir), name, str(out), quick, checks_only, replot) for name in names]
+
+    def record(name: str, seconds: float | None) -> None:
+        runs[name] = _provenance(runs.get(name), command, quick, checks_only, replot)
+        if seconds is not None and not (checks_only or replot):
+            runs[name]["seconds"] = round(seconds, 1)
+        (out / "runs.json").write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
+
     if jobs > 1 and len(tasks) > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        # slowest first would be better; analyses are independent, so any order is correct
+        # analyses are independent, so any order is correct
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
             futures = [pool.submit(_run_one, *t) for t in tasks]
             outcomes = (f.result() for f in as_completed(futures))
-            _collect(outcomes, titles, files, all_checks, failed, index_path)
+            _collect(outcomes, titles, files, all_checks, failed, index_path, record)
     else:
-        _collect((_run_one(*t) for t in tasks), titles, files, all_checks, failed, index_path)
-    write_index(out, titles, files, all_checks, _mode_line(quick, checks_only))
+        outcomes = (_run_one(*t) for t in tasks)
+        _collect(outcomes, titles, files, all_checks, failed, index_path, record)
+    for name in all_checks:  # analyses of earlier runs without a record
+        runs.setdefault(name, _provenance(None, _UNRECORDED, quick, True, False))
+    write_index(out, titles, files, all_checks, mode_summary(runs, command), runs)
+    print(f"convkit figures: wrote {out / 'index.md'}", flush=True)
     if failed:
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
 
 
-def _run_one(analyses_dir: str, name: str, out: str, quick: bool, checks_only: bool) -> dict:
+def _run_one(
+    analyses_dir: str,
+    name: str,
+    out: str,
+    quick: bool,
+    checks_only: bool,
+    replot: bool = False,
+) -> dict:
     """Run one analysis (in this process or a worker): data, figures and validated checks;
     a failure is returned, not raised, so that the others go on."""
     import matplotlib
@@ -137,11 +261,14 @@ def _run_one(analyses_dir: str, name: str, out: str, quick: bool, checks_only: b
     try:
         mod = _load(Path(analyses_dir), name)
         title = getattr(mod, "TITLE", name)
-        if checks_only:
+        if checks_only or replot:
             import pandas as pd
 
             data = pd.read_csv(outdir / f"{name}.csv")
-            written = sorted(outdir.glob(f"{name}*.png"))
+            if replot:
+                written = mod.plot(data, outdir)
+            else:
+                written = sorted(outdir.glob(f"{name}*.png"))
         else:
             data = mod.run(quick=quick)
             data.to_csv(outdir / f"{name}.csv", index=False)
@@ -161,7 +288,7 @@ def _run_one(analyses_dir: str, name: str, out: str, quick: bool, checks_only: b
     }
 
 
-def _collect(outcomes, titles, files, all_checks, failed, index_path) -> None:
+def _collect(outcomes, titles, files, all_checks, failed, index_path, record) -> None:
     """Record each finished analysis (its checks written to ``checks.json`` at once)."""
     for o in outcomes:
         name = o["name"]
@@ -170,18 +297,33 @@ def _collect(outcomes, titles, files, all_checks, failed, index_path) -> None:
             continue
         titles[name], files[name], all_checks[name] = o["title"], o["files"], o["checks"]
         index_path.write_text(json.dumps(all_checks, indent=2, default=str))
-        print(f"[{name}] {len(o['files'])} figure(s) in {o['seconds']:.1f} s", flush=True)
+        record(name, o["seconds"])
+        print(f"[{name}] {len(o['files'])} file(s) in {o['seconds']:.1f} s", flush=True)
         for c in o["checks"]:
-            print(f"    {c['verdict']:<14} {c['result']}: measured {c['measured']}")
+            print(f"    {c['verdict']:<14} {c['result']}: measured {_cell(c.get('measured'))}")
 
 
 def _cell(v: object) -> str:
-    """A table cell: floats to 4 significant digits, no ``None``, no ``|``."""
-    if v is None:
-        return "-"
+    """A table cell: numbers rounded to 4 significant digits (plain numbers, never
+    ``np.float64(...)``), ``-`` for a missing value, no ``|``."""
+    from convkit.plotting import plain
+
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_cell(x) for x in v) + "]"
+    v = plain(v)
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v).replace("|", "/")
+
+
+def _provenance_line(rec: dict | None) -> str:
+    rec = rec or {}
+    mode = rec.get("mode", _UNRECORDED)
+    secs = f", {rec['seconds']:g} s" if "seconds" in rec else ""
+    return (
+        f"Data: {mode} run, `{rec.get('data', _UNRECORDED)}`{secs}; "
+        f"figures: `{rec.get('figures', _UNRECORDED)}`; checks: `{rec.get('checks', _UNRECORDED)}`."
+    )
 
 
 def write_index(
@@ -190,9 +332,23 @@ def write_index(
     files: dict,
     checks: dict,
     mode: str = "Full run: `make figures` (`convkit figures`).",
+    runs: dict | None = None,
 ) -> None:
-    """Write ``out/index.md``: the mode line, then per analysis (sorted) its title, figures and
-    check table (result, setting, measured, theoretical, verdict, reason)."""
+    """Write ``out/index.md``.
+
+    Parameters
+    ----------
+    out : Path
+        Output directory (figures are linked relative to it).
+    titles, files, checks : dict
+        Per analysis: its title, its figure files (default: ``out/<name>*.png``) and its check
+        rows (result, setting, measured, theoretical, verdict, reason).
+    mode : str
+        The first paragraph: which command wrote the index and the data's mode.
+    runs : dict or None
+        Per analysis its provenance (``runs.json``: mode and the commands that produced its
+        data, figures and checks), printed under its title.
+    """
     from convkit.verdicts import VERDICTS
 
     lines = ["# convkit figures", "", mode, ""]
@@ -205,6 +361,8 @@ def write_index(
     ]
     for name in sorted(checks):
         lines += [f"## {name}", "", titles.get(name, ""), ""]
+        if runs is not None:
+            lines += [_provenance_line(runs.get(name)), ""]
         pngs = files.get(name) or [f.name for f in sorted(out.glob(f"{name}*.png"))]
         lines += [f"![{f}]({f})" for f in pngs if f.endswith(".png")]
         lines += [

@@ -46,3 +46,117 @@ def test_committed_checks_use_the_vocabulary():
     rows = [r for rs in checks.values() for r in rs]
     assert rows and all(r["verdict"] in VERDICTS for r in rows)
     assert all("reason" in r for r in rows)
+
+
+# ---------------------------------------------------------------- modes, provenance, partial runs
+FAKE = """
+import numpy as np
+import pandas as pd
+from pathlib import Path
+
+TITLE = "fake analysis {name}"
+
+
+def run(quick):
+    return pd.DataFrame({{"x": [1, 2], "y": [1.0 if quick else 2.0, 3.0]}})
+
+
+def plot(data, outdir):
+    path = Path(outdir) / "{name}.png"
+    path.write_bytes(b"not a real png " + str(float(data.y.sum())).encode())
+    return [path]
+
+
+def checks(data):
+    return [dict(result="sum of y", setting="two rows", measured=np.float64(data.y.sum() / 7),
+                 theoretical=None, verdict="measured", reason="")]
+"""
+
+
+def _fake_analyses(tmp_path, names=("alpha", "beta")):
+    """A package of tiny analyses under a name unique to the test (module caching)."""
+    pkg = tmp_path / f"an_{tmp_path.name}"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for n in names:
+        (pkg / f"{n}.py").write_text(FAKE.format(name=n))
+    return pkg
+
+
+def _figures(*args):
+    return main(["figures", *map(str, args)])
+
+
+def test_quick_default_out_is_the_scratch_directory(monkeypatch):
+    from convkit import figures as pipeline
+
+    seen = {}
+
+    def fake_run(names, out, quick, analyses_dir, **kw):
+        seen.update(out=out, quick=quick, **kw)
+        return 0
+
+    monkeypatch.setattr(pipeline, "run_figures", fake_run)
+    assert _figures("--quick", "--only", "error_memory") == 0
+    assert seen["out"] == pipeline.QUICK_OUT and seen["quick"] is True
+    assert seen["command"] == "convkit figures --quick --only error_memory"
+    assert _figures() == 0
+    assert seen["out"] == pipeline.COMMITTED and seen["command"] == "convkit figures"
+    assert f"{pipeline.QUICK_OUT.name}/" in (REPO / ".gitignore").read_text().split()
+
+
+def test_quick_run_into_the_committed_set_is_refused(capsys):
+    before = {p.name: p.stat().st_mtime_ns for p in (REPO / "figures").iterdir()}
+    assert _figures("--quick", "--only", "error_memory", "--out", REPO / "figures") == 2
+    assert "never writes into the committed set" in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in (REPO / "figures").iterdir()} == before
+
+
+def test_checks_only_and_replot_exclude_each_other(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        _figures("--checks-only", "--replot", "--out", tmp_path)
+    assert e.value.code == 2
+    assert "--checks-only and --replot" in capsys.readouterr().err
+
+
+def test_partial_runs_keep_the_other_analyses_and_record_each_command(tmp_path):
+    pkg, out = _fake_analyses(tmp_path), tmp_path / "out"
+    assert _figures("--only", "alpha", "--out", out, "--analyses", pkg) == 0
+    assert _figures("--quick", "--only", "beta", "--out", out, "--analyses", pkg) == 0
+    checks = json.loads((out / "checks.json").read_text())
+    runs = json.loads((out / "runs.json").read_text())
+    assert set(checks) == set(runs) == {"alpha", "beta"}
+    cmd_a = f"convkit figures --only alpha --out {out} --analyses {pkg}"
+    cmd_b = f"convkit figures --quick --only beta --out {out} --analyses {pkg}"
+    assert runs["alpha"]["mode"] == "full" and runs["alpha"]["data"] == cmd_a
+    assert runs["beta"]["mode"] == "quick" and runs["beta"]["data"] == cmd_b
+    index = (out / "index.md").read_text()
+    assert f"This index was written by `{cmd_b}`." in index
+    assert "Data modes differ between analyses: alpha: full, beta: quick." in index
+    assert "## alpha" in index and "## beta" in index
+    assert "![alpha.png](alpha.png)" in index and "![beta.png](beta.png)" in index
+    assert f"Data: full run, `{cmd_a}`" in index and f"Data: quick run, `{cmd_b}`" in index
+    # numbers are rounded plain values in the table, a missing value is "-"
+    assert "| sum of y | two rows | 0.5714 | - | measured |  |" in index
+    assert "np.float64" not in index and "None" not in index
+
+
+def test_replot_and_checks_only_keep_the_data_provenance(tmp_path):
+    pkg, out = _fake_analyses(tmp_path, ("gamma",)), tmp_path / "out"
+    assert _figures("--out", out, "--analyses", pkg) == 0
+    data_cmd = json.loads((out / "runs.json").read_text())["gamma"]["data"]
+    (out / "gamma.png").unlink()
+    assert _figures("--replot", "--out", out, "--analyses", pkg) == 0
+    rec = json.loads((out / "runs.json").read_text())["gamma"]
+    assert (out / "gamma.png").read_bytes() == b"not a real png 5.0"  # drawn from the CSV
+    assert rec["mode"] == "full" and rec["data"] == data_cmd
+    assert (
+        rec["figures"] == rec["checks"] == f"convkit figures --replot --out {out} --analyses {pkg}"
+    )
+    assert _figures("--checks-only", "--out", out, "--analyses", pkg) == 0
+    rec2 = json.loads((out / "runs.json").read_text())["gamma"]
+    assert rec2["figures"] == rec["figures"] and rec2["data"] == data_cmd
+    assert rec2["checks"].startswith("convkit figures --checks-only")
+    assert "Data of every analysis: full run" in (out / "index.md").read_text()

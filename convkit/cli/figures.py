@@ -1,9 +1,15 @@
 """The ``convkit figures`` command line: parse the options and run the figure pipeline of
-:mod:`convkit.figures` (:func:`~convkit.figures.run_figures`) headless."""
+:mod:`convkit.figures` (:func:`~convkit.figures.run_figures`) headless.
+
+``convkit figures`` (what ``make figures`` runs) reproduces the committed set in ``figures/``;
+``convkit figures --quick`` writes reduced-setting runs to the scratch directory
+``figures-quick/`` (or ``--out DIR``) and never into ``figures/``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,23 +17,53 @@ from convkit import figures as pipeline
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``convkit figures``; returns the exit code (0 success, 1 some analysis
-    failed, 2 bad analyses directory or unknown analysis names)."""
+    """Entry point of ``convkit figures``.
+
+    Parameters
+    ----------
+    argv : sequence of str or None
+        The options (default ``sys.argv[2:]``, after ``convkit figures``).
+
+    Returns
+    -------
+    int
+        Exit code: 0 success, 1 some analysis failed, 2 bad options, analyses directory or
+        analysis names, or a quick run aimed at the committed set.
+    """
+    import sys
+
     import matplotlib
 
     matplotlib.use("Agg")
+    argv = list(sys.argv[2:] if argv is None else argv)
     p = argparse.ArgumentParser(
         prog="convkit figures", description=pipeline.__doc__.splitlines()[0]
     )
-    p.add_argument("--quick", action="store_true", help="small settings (for tests)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"reduced settings; written to {pipeline.QUICK_OUT.name}/ unless --out is given, "
+        "never into the committed figures/",
+    )
     p.add_argument("--only", nargs="*", default=None, help="analysis names to run")
-    p.add_argument("--out", default=str(pipeline.REPO / "figures"), help="output directory")
+    p.add_argument(
+        "--out",
+        default=None,
+        help=f"output directory (default {pipeline.COMMITTED.name}/, or "
+        f"{pipeline.QUICK_OUT.name}/ with --quick)",
+    )
     p.add_argument("--analyses", default=str(pipeline.REPO / "analyses"), help="analyses directory")
     p.add_argument(
         "--checks-only",
         action="store_true",
         help="simulate nothing: re-evaluate the checks on the data already in --out and "
         "rewrite checks.json and index.md",
+    )
+    p.add_argument(
+        "--replot",
+        action="store_true",
+        help="simulate nothing: draw the figures again from the data already in --out and "
+        "re-evaluate the checks",
     )
     p.add_argument(
         "--jobs",
@@ -37,14 +73,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run up to N analyses at once in separate processes (default 1; they are "
         "independent, so the outputs do not depend on N)",
     )
-    args = p.parse_args(list(argv) if argv is not None else None)
+    args = p.parse_args(argv)
     if args.jobs < 1:
         p.error(f"--jobs must be an integer >= 1, got {args.jobs}")
+    if args.checks_only and args.replot:
+        p.error("--checks-only and --replot exclude each other; choose one")
+    out = Path(args.out) if args.out is not None else pipeline.default_out(args.quick)
     return pipeline.run_figures(
         args.only,
-        Path(args.out),
+        out,
         args.quick,
         Path(args.analyses),
         checks_only=args.checks_only,
         jobs=args.jobs,
+        replot=args.replot,
+        command=shlex.join(["convkit", "figures", *argv]),
     )
