@@ -58,6 +58,7 @@ from .validation import check_int, check_real
 
 __all__ = [
     "COMM_SPEC_FORMS",
+    "AdaptiveRounds",
     "At",
     "CommSchedule",
     "Constant",
@@ -508,8 +509,118 @@ class GeometricRounds(CommSchedule):
         return {"kind": "geometric_rounds", "N": self.N}
 
 
+@dataclass(frozen=True)
+class AdaptiveRounds(CommSchedule):
+    r"""A budget of ``N`` rounds placed where the workers drift apart fastest (derived here).
+
+    Rule
+    ----
+    Round ``j`` after the first local step ``k`` with ``tau(k) >= j tau(n) / N``
+    (``j = 1..N``; duplicates removed, ``n`` always a round), for the clock
+
+    ``tau(k) = sum_{i <= k} gamma_i sqrt(sigma^2 + L^2 e_i^2)``,
+
+    ``e_i = dist0 prod_{l <= i} max(|1 - mu gamma_l|, |1 - L gamma_l|)`` the deterministic
+    recursion of the distance of the averaged iterate to ``theta*`` (the mean iterate of a
+    quadratic contracts by ``I - gamma H``; the slower of the extreme directions is kept, so
+    steps with ``gamma L > 2`` overshoot).  The local gap is ``H(k) ~ 1 / (gamma_k s_k)``.
+
+    Derivation
+    ----------
+    Between two rounds the workers run independently and their spread around the mean grows
+    by ``r_i = (1 - 1/P) gamma_i^2 s_i^2`` per step, where ``s_i^2 = sigma^2 + L^2 e_i^2``
+    bounds the gradient-noise variance at distance ``e_i`` from the optimum (additive plus
+    multiplicative noise); a round resets it.  The spread is what averaging the models cannot
+    undo: through the third derivative of the loss it becomes a drift of the mean (the
+    mechanism of :mod:`convkit.bounds.local_sgd_large_steps`), and a drift at step ``i`` adds
+    about ``drift_i / mu`` to the sum of the biases that the Polyak-Ruppert average carries,
+    whatever ``i`` (the relaxation time ``1 / (mu gamma_i)`` times the step ``gamma_i``).  So
+    the harm of a schedule is ``sum_i r_i (i - s(i))`` (``s(i)`` the last round before ``i``),
+    i.e. ``sum_k r_k H(k) / 2`` in a continuous gap density, under the budget
+    ``sum_k 1 / H(k) = N``.  The Lagrange condition ``r_k = lambda / H(k)^2`` gives
+    ``H(k) ~ r_k^(-1/2)``: round density proportional to ``gamma_k s_k``, the clock above (the
+    constant ``1 - 1/P`` cancels).  Far from the optimum (large ``e_i``) the rounds are dense;
+    near it the gaps grow like ``1 / gamma_k``, the relaxation time, and for
+    ``gamma_k = C k^-alpha`` the late positions follow ``n (j/N)^(1/(1 - alpha))``.  This makes
+    computable the statement of Patel & Dieuleveut (2019) that the needed communication
+    frequency depends on the distance to the optimum.
+
+    Assumptions: strongly convex and smooth (``mu``, ``L``); the noise bound above; gaps
+    shorter than the relaxation time (beyond it the spread saturates and the rule
+    over-weights early rounds); a constant third derivative.  It is a heuristic with no
+    optimality claim, compared with the best schedule found by
+    :mod:`convkit.schedule_search`.  Cost: ``O(n)`` vectorized work per :meth:`steps`.
+
+    Parameters
+    ----------
+    N : int
+        Nominal number of rounds (budget), ``1 <= N <= n``.
+    step : StepSize
+        The step sizes ``gamma_k`` of the run.
+    mu, L : float
+        Strong convexity and smoothness constants, ``0 < mu <= L``.
+    dist0 : float
+        ``||theta0 - theta*||`` (``>= 0``).
+    noise : float
+        ``sigma^2``, the gradient-noise variance at ``theta*`` (``> 0``).
+    """
+
+    N: int
+    step: StepSize
+    mu: float
+    L: float
+    dist0: float
+    noise: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "N", check_int("N (rounds)", self.N, low=1))
+        if not isinstance(self.step, StepSize):
+            raise TypeError(f"step must be a StepSize, got {type(self.step).__name__}")
+        object.__setattr__(self, "mu", check_real("mu", self.mu, low=0, low_inclusive=False))
+        object.__setattr__(self, "L", check_real("L (must be >= mu)", self.L, low=self.mu))
+        object.__setattr__(self, "dist0", check_real("dist0", self.dist0, low=0))
+        object.__setattr__(
+            self, "noise", check_real("noise", self.noise, low=0, low_inclusive=False)
+        )
+
+    def validate(self, n: int) -> None:
+        _check_budget(self.N, n)
+
+    def clock(self, n: int) -> np.ndarray:
+        """``tau(1..n)`` of the rule (increasing, float64)."""
+        g = np.asarray(self.step.values(n), dtype=np.float64)
+        e2 = np.zeros(n)
+        if self.dist0 > 0:
+            rho = np.maximum(np.abs(1.0 - self.mu * g), np.abs(1.0 - self.L * g))
+            with np.errstate(divide="ignore"):
+                log_e = math.log(self.dist0) + np.cumsum(np.log(rho))
+            e2 = np.exp(np.minimum(2.0 * log_e, 700.0))
+        return np.cumsum(g * np.sqrt(self.noise + self.L**2 * e2))
+
+    def _raw_steps(self, n: int) -> Any:
+        tau = self.clock(n)
+        targets = tau[-1] * np.arange(1, self.N + 1, dtype=np.float64) / self.N
+        pos = np.searchsorted(tau, targets * (1.0 - 1e-12), side="left") + 1
+        pos[-1] = n
+        return np.minimum(pos, n)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "adaptive_rounds",
+            "N": self.N,
+            "step": self.step.describe(),
+            "mu": self.mu,
+            "L": self.L,
+            "dist0": self.dist0,
+            "noise": self.noise,
+        }
+
+
 #: The short forms :func:`comm_from_spec` accepts (quoted in its error messages).
-COMM_SPEC_FORMS = "'mba', 'osa', 'every:H', 'rounds:N' (H, N positive integers)"
+COMM_SPEC_FORMS = (
+    "'mba', 'osa', 'every:H', 'rounds:N', 'quadratic:N', 'geometric_rounds:N', 'power:N:p' "
+    "(H, N positive integers, p > 0)"
+)
 
 
 def _sorted_unique_with_last(raw: np.ndarray, n: int) -> np.ndarray:
@@ -530,8 +641,10 @@ def _sorted_unique_with_last(raw: np.ndarray, n: int) -> np.ndarray:
 
 def comm_from_spec(spec: Any) -> CommSchedule:
     """Build a schedule from a short spec: ``"mba"`` (also ``"every_step"``), ``"osa"`` (also
-    ``"final"``, ``"one_shot"``), ``"every:H"`` or ``"rounds:N"`` (case and spaces ignored), or
-    a :class:`CommSchedule` (returned as it is).
+    ``"final"``, ``"one_shot"``), ``"every:H"``, ``"rounds:N"``, ``"quadratic:N"``
+    (:func:`QuadraticRounds`), ``"geometric_rounds:N"`` (:class:`GeometricRounds`) or
+    ``"power:N:p"`` (:class:`PowerRounds`) (case and spaces ignored), or a
+    :class:`CommSchedule` (returned as it is).
 
     A malformed spec raises ``ValueError`` naming ``comm``, the value and the allowed forms;
     a well-formed one with a bad number (``"every:0"``) the schedule's own ``ValueError``.
@@ -547,4 +660,9 @@ def comm_from_spec(spec: Any) -> CommSchedule:
             return Final()
         if key in ("every", "rounds") and re.fullmatch(r"[+-]?\d+", arg):
             return Every(int(arg)) if key == "every" else Rounds(int(arg))
+        if key in ("quadratic", "geometric_rounds") and re.fullmatch(r"[+-]?\d+", arg):
+            return QuadraticRounds(int(arg)) if key == "quadratic" else GeometricRounds(int(arg))
+        m = re.fullmatch(r"([+-]?\d+)\s*:\s*([+-]?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)", arg)
+        if key == "power" and m:
+            return PowerRounds(int(m.group(1)), float(m.group(2)))
     raise ValueError(f"comm must be a CommSchedule or one of {COMM_SPEC_FORMS}, got {spec!r}")

@@ -291,6 +291,41 @@ def _register_builtins() -> None:
         _schedule("Polynomial"),
         {"power": P("float", 2.0), "scale": P("float", 1.0)},
     )
+    register(
+        "comm",
+        "power_rounds",
+        _schedule("PowerRounds"),
+        {"N": P("int"), "p": P("float", 1.0)},
+        doc="N rounds at ceil(n (j/N)^p)",
+    )
+    register(
+        "comm",
+        "quadratic_rounds",
+        _schedule("QuadraticRounds"),
+        {"N": P("int")},
+        doc="N rounds at ceil(n (j/N)^2)",
+    )
+    register(
+        "comm",
+        "geometric_rounds",
+        _schedule("GeometricRounds"),
+        {"N": P("int")},
+        doc="N rounds at ceil(n^(j/N))",
+    )
+    register(
+        "comm",
+        "adaptive_rounds",
+        _schedule("AdaptiveRounds"),
+        {
+            "N": P("int"),
+            "step": P("any", nested="step"),
+            "mu": P("float"),
+            "L": P("float"),
+            "dist0": P("float"),
+            "noise": P("float"),
+        },
+        doc="N rounds of the distance-dependent rule of convkit.schedules.AdaptiveRounds",
+    )
 
 
 def _register_lazy() -> None:
