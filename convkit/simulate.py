@@ -289,11 +289,53 @@ class _Run:
     offset: int = 0
 
 
+#: The values :func:`simulate` and :func:`convkit.exact.expected_error` accept for
+#: ``gradients_remainder``.
+GRADIENTS_REMAINDER = ("error", "floor")
+
+
+def budget_local_steps(
+    gradients: int, workers: int, batch: int = 1, remainder: str = "error"
+) -> int:
+    """Local steps ``n`` for a budget of ``T = gradients`` stochastic gradients.
+
+    Parameters
+    ----------
+    gradients : int
+        The budget ``T`` over all workers, ``>= 1``.
+    workers, batch : int
+        ``P`` and ``b``.
+    remainder : {"error", "floor"}
+        ``"error"``: ``P b`` must divide ``T`` (``n = T / (P b)``, else ``ValueError``);
+        ``"floor"``: ``n = floor(T / (P b))``, the run then uses ``n P b <= T`` gradients
+        (``T >= P b`` required).
+
+    Returns
+    -------
+    int
+        ``n``.
+    """
+    if remainder not in GRADIENTS_REMAINDER:
+        raise ValueError(
+            f"gradients_remainder must be one of {list(GRADIENTS_REMAINDER)}, got {remainder!r}"
+        )
+    if remainder == "error":
+        return local_steps_for(gradients, workers, batch)
+    T = check_int("gradients", gradients, low=1)
+    per = workers * batch
+    if T < per:
+        raise ValueError(
+            f"gradients must be >= workers * batch = {per} (at least one local step), got {T}"
+        )
+    return T // per
+
+
 def simulate(
     problem: Problem,
     algorithms: Algorithm | Sequence[Algorithm],
     *,
     gradients: int | None = None,
+    gradients_remainder: str = "error",
     steps: int | None = None,
     replicates: int = 100,
     seed: int = 0,
@@ -320,6 +362,12 @@ def simulate(
     gradients:
         Total stochastic gradients ``T`` over all workers; each algorithm runs
         ``n = T / (P b)`` local steps.  Give this or ``steps``.
+    gradients_remainder:
+        What to do when ``P b`` does not divide ``T``: ``"error"`` (default) raise
+        ``ValueError``; ``"floor"`` run ``n = floor(T / (P b))`` local steps
+        (:func:`budget_local_steps`).  The gradients actually used, ``n P b``, are in
+        ``meta["algorithms"][label]["gradients"]`` (and in the frame's ``gradients`` column,
+        ``step P b``); ``meta["gradients"]`` holds the requested ``T`` and the option.
     steps:
         Number of local steps ``n`` for every algorithm.
     replicates:
@@ -390,7 +438,7 @@ def simulate(
     if steps is not None:
         ns = [check_int("steps", steps, low=1)] * len(algos)
     else:
-        ns = [local_steps_for(gradients, a.workers, a.batch) for a in algos]
+        ns = [budget_local_steps(gradients, a.workers, a.batch, gradients_remainder) for a in algos]
     n_max = max(ns)
     recs = [record_steps(n, n_record, record, n_max=n_max) for n in ns]
     be = get_backend(backend, dtype)
@@ -473,8 +521,14 @@ def simulate(
     meta = {
         "problem": problem.describe(),
         "algorithms": {
-            labels[i]: {**a.describe(), "local_steps": ns[i]} for i, a in enumerate(algos)
+            labels[i]: {
+                **a.describe(),
+                "local_steps": ns[i],
+                "gradients": ns[i] * a.workers * a.batch,
+            }
+            for i, a in enumerate(algos)
         },
+        "gradients": {"requested": gradients, "remainder": gradients_remainder},
         "replicates": R,
         "seed": seed,
         "theta0": theta0_np.tolist(),

@@ -40,10 +40,11 @@ import numpy as np
 import pandas as pd
 
 from ..algorithms.base import Algorithm, algorithm_list
-from ..algorithms.local import LocalSGD, local_steps_for
+from ..algorithms.local import LocalSGD
 from ..problems.least_squares import LeastSquares
 from ..recording import ITERATES, DivergenceWarning, record_steps, starting_point
 from ..result import FRAME_COLUMNS, ConfigValues, Result
+from ..simulate import budget_local_steps
 from ..validation import check_int, check_real
 from .compressed import compressed_curves, is_exact_compressed
 from .dpsgd import dpsgd_curves, is_exact_dpsgd
@@ -136,6 +137,7 @@ def expected_error(
     algorithms: Algorithm | Sequence[Algorithm],
     *,
     gradients: int | None = None,
+    gradients_remainder: str = "error",
     steps: int | None = None,
     theta0: Any = None,
     record: Sequence[int] | None = None,
@@ -155,6 +157,9 @@ def expected_error(
     the exact ``"state"`` metrics (consensus, grad_norm2, replica_gap / memory).  Maths: the engines'
     module docstrings; conventions (``se = 0``, ``count = EXACT_COUNT = 0``: exact) and divergence
     handling: this module's docstring.
+    ``gradients_remainder`` (``"error"`` or ``"floor"``) as in :func:`convkit.simulate`:
+    ``"floor"`` runs ``n = floor(T / (P b))`` local steps and records the gradients used,
+    ``n P b``, in ``meta["algorithms"][label]["gradients"]``.
     Monte Carlo-only keywords of ``simulate`` (``replicates``, ``seed``, ``backend``,
     ``dtype``, ``memory_limit``, ``progress``) are accepted and ignored, so that switching
     engines is one word.
@@ -172,7 +177,7 @@ def expected_error(
     if steps is not None:
         ns = [check_int("steps", steps, low=1)] * len(algos)
     else:
-        ns = [local_steps_for(gradients, a.workers, a.batch) for a in algos]
+        ns = [budget_local_steps(gradients, a.workers, a.batch, gradients_remainder) for a in algos]
     h, z2, sigma2 = problem_arrays(problem, theta0)
     threshold = divergence_factor * max(float(z2.sum()), 1.0)
 
@@ -236,8 +241,14 @@ def expected_error(
     meta = {
         "problem": problem.describe(),
         "algorithms": {
-            labels[i]: {**a.describe(), "local_steps": ns[i]} for i, a in enumerate(algos)
+            labels[i]: {
+                **a.describe(),
+                "local_steps": ns[i],
+                "gradients": ns[i] * a.workers * a.batch,
+            }
+            for i, a in enumerate(algos)
         },
+        "gradients": {"requested": gradients, "remainder": gradients_remainder},
         "engine": "exact",
         "replicates": None,
         "count": EXACT_COUNT,
