@@ -7,9 +7,9 @@ so that a step costs little more than drawing its Gaussian samples (see
 (``pip install convkit[fast]``); results agree with the generic path to rounding error
 (tested).  Set ``CONVKIT_NO_NUMBA=1`` to disable it.
 
-The top-k kernels (:func:`topk_compress`, and :func:`topk_choco_update` /
-:func:`topk_deepsqueeze_update`, which fuse the selection with the update that follows it in
-CHOCO-SGD and DeepSqueeze) select exactly the entries of the generic path and round exactly
+The top-k kernels (:func:`topk_compress`, and :func:`topk_choco_update` (CHOCO-SGD, order
+of the reference code), :func:`topk_choco_copies_update` (CHOCO-SGD, order of the paper) and
+:func:`topk_deepsqueeze_update`, which fuse the selection with the update that follows it) select exactly the entries of the generic path and round exactly
 as it does: their results are bit-identical (``tests/test_topk_fused.py``).
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 __all__ = [
     "ls_sgd_update",
     "numba_available",
+    "topk_choco_copies_update",
     "topk_choco_update",
     "topk_compress",
     "topk_deepsqueeze_update",
@@ -232,6 +233,14 @@ def _compile_topk() -> Any:  # pragma: no cover - compiled code is not traced by
                 xh[r, j] = xh[r, j] + q[j]
 
     @numba.njit(**opts)
+    def choco_score(x, xh, score):
+        # score = |x - xh|
+        n, d = x.shape
+        for r in range(n):
+            for j in range(d):
+                score[r, j] = abs(x[r, j] - xh[r, j])
+
+    @numba.njit(**opts)
     def deepsqueeze_pre(x, delta, score):
         # delta <- delta + x;  score = |delta|
         n, d = x.shape
@@ -256,6 +265,7 @@ def _compile_topk() -> Any:  # pragma: no cover - compiled code is not traced by
         keep_above=keep_above,
         choco_pre=choco_pre,
         choco_post=choco_post,
+        choco_score=choco_score,
         deepsqueeze_pre=deepsqueeze_pre,
         deepsqueeze_post=deepsqueeze_post,
     )
@@ -321,6 +331,23 @@ def topk_choco_update(x: Any, mixed: Any, x_hat: Any, k: int) -> bool:
     x2, xh2 = x.reshape(-1, d), x_hat.reshape(-1, d)
     score = np.empty_like(x2)
     kernels.choco_pre(x2, mixed.reshape(-1, d), xh2, score)
+    kernels.choco_post(x2, xh2, _thresholds(score, k), k)
+    return True
+
+
+def topk_choco_copies_update(x: Any, x_hat: Any, k: int) -> bool:
+    """CHOCO-SGD's copy update in the paper's order, fused with top-k, in place:
+    ``x_hat <- x_hat + topk(x - x_hat)`` (row-wise, last axis; ``x`` is the model after the
+    gradient step and is not changed), with the same roundings as
+    ``x_hat += TopK.compress(x - x_hat)``.  Returns False (and does nothing) when the
+    compiled kernels cannot be used for these arrays."""
+    kernels = _topk_ready(k, x, x_hat)
+    if kernels is None or k >= x.shape[-1]:
+        return False
+    d = x.shape[-1]
+    x2, xh2 = x.reshape(-1, d), x_hat.reshape(-1, d)
+    score = np.empty_like(x2)
+    kernels.choco_score(x2, xh2, score)
     kernels.choco_post(x2, xh2, _thresholds(score, k), k)
     return True
 

@@ -247,15 +247,17 @@ def test_deepsqueeze_identity_compressor_is_step_then_gossip_with_W_eta(noniid):
 
 
 def test_choco_identity_gamma_c_1_is_gossip_then_step(noniid):
-    """CHOCO-SGD (order of the theory note) with C = identity and gamma_c = 1 keeps
-    X_hat_t = X_t, so X_{t+1} = W X_t - gamma G(X_t): gossip-then-step D-PSGD, *not*
-    step-then-gossip (checked to differ by more than 1e-3)."""
+    """CHOCO-SGD in the reference code's order (that of the theory note) with C = identity and
+    gamma_c = 1 keeps X_hat_t = X_t, so X_{t+1} = W X_t - gamma G(X_t): gossip-then-step
+    D-PSGD, *not* step-then-gossip (checked to differ by more than 1e-3); in the paper's order
+    X_hat = H and X_{t+1} = W H: step-then-gossip."""
     topo = ring(P)
     theta0 = np.full(D, 0.5)
-    choco, gts, stg = drive(
+    choco, paper, gts, stg = drive(
         noniid,
         [
-            CHOCOSGD(topo, GAMMA, Identity(), 1.0),
+            CHOCOSGD(topo, GAMMA, Identity(), 1.0, order="reference_code"),
+            CHOCOSGD(topo, GAMMA, Identity(), 1.0, order="paper"),
             DPSGD(topo, GAMMA, "gossip_then_step"),
             DPSGD(topo, GAMMA, "step_then_gossip"),
         ],
@@ -264,6 +266,7 @@ def test_choco_identity_gamma_c_1_is_gossip_then_step(noniid):
     )
     np.testing.assert_allclose(choco, gts, rtol=0, atol=ATOL)
     assert np.max(np.abs(choco - stg)) > 1e-3
+    np.testing.assert_allclose(paper, stg, rtol=0, atol=ATOL)
 
 
 @pytest.mark.parametrize("cls", [DCDPSGD, ECDPSGD], ids=["DCD", "ECD"])
@@ -374,7 +377,8 @@ def test_vectorized_equals_per_worker_loop(kind):
     topo = ring(P)
     k, steps, gamma = 3, 30, 0.05
     if kind == "choco":
-        vec = CHOCOSGD(topo, ck.Constant(gamma), TopK(k=k), 0.4)
+        # the loop follows the authors' public code: mix with the old copies, then compress
+        vec = CHOCOSGD(topo, ck.Constant(gamma), TopK(k=k), 0.4, order="reference_code")
     else:
         vec = DeepSqueeze(topo, ck.Constant(gamma), TopK(k=k), 0.4)
     be = Backend()
@@ -403,8 +407,12 @@ def test_vectorized_equals_per_worker_loop(kind):
 
 
 def test_comm_counts():
-    """Directed messages per step: 2|E| for a static graph, P for the one-peer graph, P to the
-    server for EF; bits = messages x bits of one message; every step with messages is a round."""
+    """Directed messages per step: 2|E| for a static graph; P for DeepSqueeze on the one-peer
+    graph (no copies kept), P log2 P for the copy-keeping CHOCO/DCD/ECD there (every eventual
+    neighbour receives each update); EF with P > 1: P uploads and P downloads of the averaged
+    update; bits = messages x bits of one message (EF: downloads of min(d float_bits,
+    P b_up) bits); every step with messages is a round. (The one-peer and EF expectations
+    were P before: they counted only current out-edges and uploads.)"""
     n, d = 7, 20
     comp = TopK(k=2)
     cases = [
@@ -413,7 +421,13 @@ def test_comm_counts():
         (CHOCOSGD(ring(P), GAMMA, comp, 0.5), 2 * P, comp.bits_per_message(d)),
         (DeepSqueeze(one_peer_exponential(P), GAMMA, comp, 0.5), P, comp.bits_per_message(d)),
         (DCDPSGD(torus(2, 4), GAMMA, QSGD(s=2)), 24, QSGD(s=2).bits_per_message(d)),
-        (ErrorFeedbackSGD(P, GAMMA, comp), P, comp.bits_per_message(d)),
+        (CHOCOSGD(one_peer_exponential(P), GAMMA, comp, 0.5), 3 * P, comp.bits_per_message(d)),
+        (
+            DCDPSGD(one_peer_exponential(P), GAMMA, QSGD(s=2)),
+            3 * P,
+            QSGD(s=2).bits_per_message(d),
+        ),
+        (ErrorFeedbackSGD(1, GAMMA, comp), 1, comp.bits_per_message(d)),
     ]
     for algo, per_step, bits in cases:
         c = algo.comm_counts(n, d)
@@ -421,6 +435,10 @@ def test_comm_counts():
         np.testing.assert_array_equal(c["rounds"], steps)
         np.testing.assert_array_equal(c["messages"], per_step * steps)
         np.testing.assert_array_equal(c["bits"], per_step * steps * bits)
+    ef = ErrorFeedbackSGD(P, GAMMA, comp).comm_counts(n, d)
+    up, down = comp.bits_per_message(d), min(d * 32, P * comp.bits_per_message(d))
+    np.testing.assert_array_equal(ef["messages"], 2 * P * np.arange(1, n + 1))
+    np.testing.assert_array_equal(ef["bits"], P * (up + down) * np.arange(1, n + 1))
     # torus(2, 4): two horizontal neighbours and one vertical (the two vertical wraps of a
     # 2-row torus coincide): 12 edges, 24 directed messages
     assert torus(2, 4).graph.number_of_edges() == 12

@@ -16,8 +16,9 @@ ST = ck.PolyDecay(0.2, 0.75)
 
 def test_identity_compressor_reduces_to_dpsgd():
     """DeepSqueeze with C = identity is step-then-gossip D-PSGD with W_eta; CHOCO-SGD with
-    C = identity and gamma_c = 1 is gossip-then-step D-PSGD (theory note identities), here on
-    exact errors to 1e-12; DeepSqueeze's memory is exactly 0."""
+    C = identity and gamma_c = 1 is gossip-then-step D-PSGD in the reference code's order
+    (theory note identities) and step-then-gossip D-PSGD in the paper's, here on exact errors
+    to 1e-12; DeepSqueeze's memory is exactly 0."""
     prob = ck.LeastSquares.gaussian(4, spectrum="1/i", noise=0.5, rotate=True, seed=3)
     topo = tp.ring(6)
     r = expected_error(
@@ -25,14 +26,16 @@ def test_identity_compressor_reduces_to_dpsgd():
         [
             DeepSqueeze(topo, ST, Identity(), 0.5, name="ds"),
             DPSGD(topo.W_eta(0.5), ST, "step_then_gossip", name="d1"),
-            CHOCOSGD(topo, ST, Identity(), 1.0, name="ch"),
+            CHOCOSGD(topo, ST, Identity(), 1.0, order="reference_code", name="ch"),
             DPSGD(topo, ST, "gossip_then_step", name="d2"),
+            CHOCOSGD(topo, ST, Identity(), 1.0, order="paper", name="chp"),
+            DPSGD(topo, ST, "step_then_gossip", name="d3"),
         ],
         steps=200,
         theta0=np.ones(4),
     )
     f = r.frame[r.frame.metric.isin(["hnorm2", "dist2", "consensus", "grad_norm2"])]
-    for a, b in (("ds", "d1"), ("ch", "d2")):
+    for a, b in (("ds", "d1"), ("ch", "d2"), ("chp", "d3")):
         x = f[f.config == a]["mean"].to_numpy()
         y = f[f.config == b]["mean"].to_numpy()
         # atol for consensus, a difference of O(1) second moments
@@ -55,6 +58,10 @@ def _max_z(prob, algo, R, seed):
     [
         CHOCOSGD(tp.ring(6), ST, RandK(k=2), 0.3, batch=2, name="choco-randk"),
         CHOCOSGD(tp.path(5), ST, RandK(k=2, scaled=True), 0.1, name="choco-randk-scaled"),
+        CHOCOSGD(
+            tp.ring(6), ST, RandK(k=2), 0.3, order="reference_code", name="choco-randk-refcode"
+        ),
+        CHOCOSGD(tp.ring(5), ST, RandK(k=2), 0.4, copies_start="zero", name="choco-randk-zero"),
         DeepSqueeze(tp.ring(6), ST, RandK(k=2), 0.3, batch=2, name="ds-randk"),
     ],
     ids=lambda a: a.label,

@@ -125,6 +125,9 @@ def test_fused_kernels_decline_what_they_cannot_do():
     assert not _kernels.topk_choco_update(x, x.copy(), x[..., ::-1], 2)  # not contiguous
     assert not _kernels.topk_choco_update(x, x.astype(np.float32), x.copy(), 2)
     assert not _kernels.topk_choco_update(x, x.copy(), x.copy(), 5)  # k = d: generic copy
+    assert not _kernels.topk_choco_copies_update(x, x[..., ::-1], 2)  # not contiguous
+    assert not _kernels.topk_choco_copies_update(x, x.astype(np.float32), 2)
+    assert not _kernels.topk_choco_copies_update(x, x.copy(), 5)
     assert _kernels.topk_deepsqueeze_update(x, np.ones((2, 3, 4)), 2) is None
     assert _kernels.topk_compress(np.ones(4, dtype=int), 2) is None
 
@@ -135,6 +138,18 @@ def test_fused_kernels_decline_what_they_cannot_do():
         lambda: CHOCOSGD(ring(8), ck.Constant(0.05), TopK(k=3), 0.3, name="a"),
         lambda: DeepSqueeze(ring(8), ck.Constant(0.05), TopK(fraction=0.2), 0.3, name="a"),
         lambda: CHOCOSGD(one_peer_exponential(8), ck.Constant(0.05), "top-k:2", 0.5, name="a"),
+        lambda: CHOCOSGD(
+            ring(8), ck.Constant(0.05), TopK(k=3), 0.3, order="reference_code", name="a"
+        ),
+        lambda: CHOCOSGD(
+            one_peer_exponential(8),
+            ck.Constant(0.05),
+            "top-k:2",
+            0.5,
+            copies_start="zero",
+            order="reference_code",
+            name="a",
+        ),
     ],
 )
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -149,7 +164,7 @@ def test_simulate_values_bit_identical(make, dtype, generic):
 def test_benchmark_configuration_takes_the_fused_path(monkeypatch):
     """The path users call (the algorithms' step on NumPy float blocks) uses the kernels."""
     calls = []
-    for name in ("topk_choco_update", "topk_deepsqueeze_update"):
+    for name in ("topk_choco_update", "topk_choco_copies_update", "topk_deepsqueeze_update"):
         real = getattr(_kernels, name)
         monkeypatch.setattr(
             f"convkit.algorithms.decentralized.{name}",
@@ -158,6 +173,7 @@ def test_benchmark_configuration_takes_the_fused_path(monkeypatch):
     prob = ck.LeastSquares.gaussian(d=20, noise=1.0, seed=0)
     for algo in (
         CHOCOSGD(ring(8), ck.Constant(0.01), TopK(k=2), 0.2),
+        CHOCOSGD(ring(8), ck.Constant(0.01), TopK(k=2), 0.2, order="reference_code"),
         DeepSqueeze(ring(8), ck.Constant(0.01), TopK(k=2), 0.2),
     ):
         algo.prepare(3)
@@ -165,4 +181,4 @@ def test_benchmark_configuration_takes_the_fused_path(monkeypatch):
         state = algo.init(np.zeros((2, 8, 20)), stream)
         for k in (1, 2, 3):
             state = algo.step(state, GradientOracle(prob, prob.sample(stream, (2, 8, 1))), k, None)
-    assert len(calls) == 6
+    assert len(calls) == 9

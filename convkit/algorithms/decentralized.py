@@ -19,28 +19,34 @@ Update rules (exact statements and their sources: ``shared/theory/decentralized.
 * :class:`ECDPSGD` (Tang et al. 2018, extrapolation), ``t = k``:
   ``H = W Y - gamma G(X)``, ``Z = (1 - t/2) X + (t/2) H``, ``X <- H``,
   ``Y <- (1 - 2/t) Y + (2/t) C(Z)``.
-* :class:`CHOCOSGD` (Koloskova, Stich, Jaggi 2019, in the order of the theory note):
-  ``H = X - gamma G(X)``, ``X <- H + gamma_c (W - I) X_hat``, ``X_hat <- X_hat + C(X - X_hat)``.
+* :class:`CHOCOSGD` (Koloskova, Stich, Jaggi 2019), ``H = X - gamma G(X)``, then
+  ``order="paper"`` (default): ``X_hat <- X_hat + C(H - X_hat)``,
+  ``X <- H + gamma_c (W - I) X_hat``; ``order="reference_code"`` (the authors' public code,
+  the theory note): ``X <- H + gamma_c (W - I) X_hat``, ``X_hat <- X_hat + C(X - X_hat)``.
 * :class:`DeepSqueeze` (Tang et al. 2019, arXiv 1907.07346, rule of the public
   implementations): ``H = X - gamma G(X)``, ``V = C(H + Delta)``, ``Delta <- H + Delta - V``,
   ``X <- H + eta (W - I) V``.
 
-Starting values (the theory note is silent): the public copies ``X_hat`` of CHOCO-SGD and
-the estimates ``Y`` of ECD-PSGD start at the common starting model ``x_0``, which every node
-knows, as in the public CHOCO-SGD code (epfml/ChocoSGD, ``convex_code/logistic.py``, which
-also implements CHOCO, DCD and ECD in the order used here); with the engine's default
-``theta0 = 0`` this is also ``X_hat_0 = 0``. The error memory ``Delta`` of DeepSqueeze
-starts at 0.
+Starting values (``copies_start``): the public copies ``X_hat`` of CHOCO-SGD and the
+estimates ``Y`` of ECD-PSGD start at the common starting model ``x_0`` (``"x0"``, default),
+which every node knows, as in the public CHOCO-SGD convex code (epfml/ChocoSGD,
+``convex_code``, which also implements CHOCO, DCD and ECD), or at 0 (``"zero"``, as the other
+public codes); with the engine's default ``theta0 = 0`` the two coincide. Not offered where
+it does not apply: DCD-PSGD's replicas *are* the models (they start equal and receive the
+same ``q_j``; a replica started elsewhere would stay off by ``x_0`` forever), and
+DeepSqueeze keeps no copies (its error memory ``Delta`` starts at 0).
 
 Compressor requirements (a decision): DCD-PSGD and ECD-PSGD raise a ``ValueError`` for a
 biased compressor (their analysis assumes ``E C(x) = x``) unless ``allow_biased=True``;
 CHOCO-SGD and DeepSqueeze accept any compressor (DeepSqueeze with a non-contractive one, such
 as scaled rand-k, diverges: ``tests/test_decentralized_behaviour.py``).
 
-Order of CHOCO-SGD's operations: the theory note (and the public code) mixes with the old
-public copies and then compresses the new model; the paper's Algorithm 2 compresses
-``x_i - gamma g_i - x_hat_i`` first and mixes with the updated copies. With ``C = identity`` and ``gamma_c = 1`` the note's
-order reduces to gossip-then-step D-PSGD (below), the paper's to step-then-gossip.
+Order of CHOCO-SGD's operations (``order``): the theory note (and the public convex code)
+mixes with the old public copies and then compresses the new model (``"reference_code"``);
+the paper's pseudo-code compresses ``x_i - gamma g_i - x_hat_i`` first and mixes with the
+updated copies (``"paper"``, the default). With ``C = identity`` and ``gamma_c = 1`` the
+reference code's order reduces to gossip-then-step D-PSGD (below), the paper's to
+step-then-gossip.
 
 Observed, not a bug (``X_hat``/``Y`` as in the note): ECD-PSGD with a constant step drifts
 even with an accurate compressor (8-bit stochastic rounding), because the estimate's error
@@ -55,19 +61,27 @@ Exact identities **[derived]** (tested in ``tests/test_decentralized.py``):
   ``W_eta``;
 * DeepSqueeze and CHOCO-SGD: ``mean(X_{t+1}) = mean(X_t) - gamma mean(G_t)`` whatever the
   compressor (``1^T (W - I) = 0``); not DCD-/ECD-PSGD with a random compressor;
-* CHOCO-SGD with ``C = identity`` and ``gamma_c = 1`` is gossip-then-step D-PSGD
-  (``X_hat_t = X_t``, so ``X_{t+1} = X_t - gamma G + (W - I) X_t = W X_t - gamma G``); so are
-  DCD-PSGD and ECD-PSGD with ``C = identity`` (ECD: ``Y_t = X_t`` by induction);
+* CHOCO-SGD with ``C = identity`` and ``gamma_c = 1``: ``order="reference_code"`` is
+  gossip-then-step D-PSGD (``X_hat_t = X_t``, so
+  ``X_{t+1} = X_t - gamma G + (W - I) X_t = W X_t - gamma G``), ``order="paper"`` is
+  step-then-gossip D-PSGD (``X_hat = H``, ``X_{t+1} = H + (W - I) H = W H``); DCD-PSGD and
+  ECD-PSGD with ``C = identity`` are gossip-then-step D-PSGD (ECD: ``Y_t = X_t`` by
+  induction from ``Y_0 = X_0``);
 * ``W = J`` (complete graph, uniform weights): step-then-gossip D-PSGD is mini-batch SGD (MBA);
   edgeless graph (``W = I``): every form is local SGD, and its worker mean is one-shot averaging.
 
-Communication accounting: at local step ``k`` node ``j`` sends one message to every node
-``i != j`` with ``(W_{k-1})_ij != 0`` (one message per directed edge; ``2 |E|`` for a static
-symmetric graph, ``P`` for the one-peer exponential graph). A step with at least one message
-is a round. Bits: messages times the message size, ``d float_bits`` for D-PSGD and
+Communication accounting: D-PSGD and DeepSqueeze, which keep nothing of their neighbours
+between steps, send at local step ``k`` one message from node ``j`` to every node ``i != j``
+with ``(W_{k-1})_ij != 0`` (one message per directed edge; ``2 |E|`` for a static symmetric
+graph, ``P`` for the one-peer exponential graph). DCD-PSGD, ECD-PSGD and CHOCO-SGD keep
+copies of their neighbours' models (replicas, estimates ``y_j``, public copies
+``x_hat_j``): the simulation holds one copy per node, which is correct only if every node
+that will ever mix with ``j``'s copy applies each of ``j``'s updates, so node ``j`` sends
+every step to all its eventual neighbours (the union over the topology's period,
+:func:`copy_holder_messages`): the same ``2 |E|`` on a static graph, ``P log2 P`` (24 for
+``P = 8``) on the one-peer exponential graph. A step with at least one message is a round.
+Bits: messages times the message size, ``d float_bits`` for D-PSGD and
 ``compressor.bits_per_message(d, float_bits)`` for the compressed algorithms.
-For time-varying topologies the simulation keeps one public copy per node (as if each
-``q_j`` reached all of ``j``'s future neighbours); only the current out-edges are counted.
 
 Metrics (:meth:`extra_metrics`, iterate ``"state"`` of the result frame): ``consensus``
 ``= (1/P) sum_i ||x_i - x_bar||^2``; ``grad_norm2 = ||grad f(x_bar)||^2`` (when the problem
@@ -83,7 +97,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import topk_choco_update, topk_deepsqueeze_update
+from .._kernels import topk_choco_copies_update, topk_choco_update, topk_deepsqueeze_update
 from ..backend import Backend, namespace_of, to_numpy
 from ..compression import Compressor, TopK, get_compressor
 from ..schedules import StepSize
@@ -100,12 +114,17 @@ __all__ = [
     "DeepSqueeze",
     "DecentralizedAlgorithm",
     "consensus_distance",
+    "copy_holder_messages",
     "directed_messages",
     "eta_spectral_gap",
     "tune_consensus_step",
 ]
 
 DPSGD_FORMS = ("gossip_then_step", "step_then_gossip")
+#: the two published orders of CHOCO-SGD (:class:`CHOCOSGD`)
+CHOCO_ORDERS = ("paper", "reference_code")
+#: starts of the public copies / estimates (CHOCO-SGD's ``x_hat``, ECD-PSGD's ``y``)
+COPIES_STARTS = ("x0", "zero")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -119,6 +138,30 @@ def directed_messages(topology: Topology) -> np.ndarray:
         np.fill_diagonal(nz, False)
         out.append(int(np.count_nonzero(nz)))
     return np.asarray(out, dtype=np.int64)
+
+
+def copy_holder_messages(topology: Topology) -> int:
+    """Messages per iteration of an algorithm whose nodes keep copies of their neighbours'
+    models (DCD-PSGD, ECD-PSGD, CHOCO-SGD): ``#{(i, j): i != j, (W_t)_ij != 0 for some t}``.
+
+    Every node that will ever mix with node ``j``'s copy must apply each of ``j``'s updates,
+    so ``j`` sends to the union of its neighbours over the topology's period (a time-varying
+    graph repeats its period, so every neighbour of the period is a future neighbour); for a
+    static graph this is :func:`directed_messages`. On the one-peer exponential graph with
+    ``P = 2^m`` nodes every node has ``m`` eventual neighbours: ``P log2(P)`` messages (24 for
+    ``P = 8``) instead of the ``P`` current out-edges.
+    """
+    ever = np.zeros((topology.n, topology.n), dtype=bool)
+    for A in topology.Ws:
+        ever |= np.abs(np.asarray(A)) > 0
+    np.fill_diagonal(ever, False)
+    return int(np.count_nonzero(ever))
+
+
+def _copies(theta0: Any, start: str) -> Any:
+    """The start of public copies / estimates: a copy of ``theta0`` (``"x0"``) or zeros."""
+    xp = namespace_of(theta0)
+    return xp.asarray(theta0, copy=True) if start == "x0" else xp.zeros_like(theta0)
 
 
 def consensus_distance(X: Any) -> Any:
@@ -241,8 +284,19 @@ class DecentralizedAlgorithm(Algorithm):
         return int(self.compressor.bits_per_message(d, self.float_bits))
 
     def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
+        """Cumulative rounds, messages and bits after steps ``1..n``: the current out-edges
+        of ``W_{k-1}`` at step ``k`` (D-PSGD, DeepSqueeze: nothing is kept between steps)."""
         n = self.validate_steps(n)
-        per = self._messages[np.arange(n) % self._messages.size]
+        return self._counts(self._messages[np.arange(n) % self._messages.size], d)
+
+    def _copy_holder_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
+        """Counts of an algorithm keeping neighbours' copies: :func:`copy_holder_messages`
+        every step (each update reaches every eventual neighbour)."""
+        n = self.validate_steps(n)
+        per = np.full(n, copy_holder_messages(self.topology), dtype=np.int64)
+        return self._counts(per, d)
+
+    def _counts(self, per: np.ndarray, d: int) -> dict[str, np.ndarray]:
         messages = np.cumsum(per).astype(np.int64)
         rounds = np.cumsum(per > 0).astype(np.int64)
         return {
@@ -415,6 +469,9 @@ class _UnbiasedCompressionAlgorithm(DecentralizedAlgorithm):
         )
         _require_unbiased(self.paper_name, self.compressor, allow_biased)
 
+    def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
+        return self._copy_holder_counts(n, d)
+
 
 class DCDPSGD(_UnbiasedCompressionAlgorithm):
     """DCD-PSGD, difference compression (Tang, Gan, Zhang, Zhang, Liu 2018, "Communication
@@ -449,15 +506,52 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
 
     ``h_i = sum_j W_ij y_j - gamma g_i(x_i)``, ``z_i = (1 - t/2) x_i + (t/2) h_i``,
     ``x_i <- h_i``, ``y_i <- (1 - 2/t) y_i + (2/t) C(z_i)`` (every holder of ``y_i`` applies
-    the same update). ``y`` starts at ``x_0``. Needs an unbiased compressor.
+    the same update). Needs an unbiased compressor.
+
+    ``copies_start`` is the start ``y_0`` of the shared estimates: ``"x0"`` (default; the
+    common starting model, as in the public CHOCO-SGD convex code's ECD implementation) or
+    ``"zero"``. At ``t = 1`` the update ``y_1 = -y_0 + 2 C(z_1)`` depends on it.
     """
 
     state_arrays = 2
     paper_name = "ECD-PSGD"
 
+    def __init__(
+        self,
+        topology: Topology,
+        step: StepSize,
+        compressor: Compressor | str,
+        *,
+        copies_start: str = "x0",
+        allow_biased: bool = False,
+        batch: int = 1,
+        workers: int | None = None,
+        name: str | None = None,
+        float_bits: int = 32,
+    ) -> None:
+        self.copies_start = check_in("copies_start", copies_start, COPIES_STARTS)
+        super().__init__(
+            topology,
+            step,
+            compressor,
+            allow_biased=allow_biased,
+            batch=batch,
+            workers=workers,
+            name=name,
+            float_bits=float_bits,
+        )
+
     def init(self, theta0: Any, stream: Any) -> ECDState:
-        xp = namespace_of(theta0)
-        return ECDState(theta0, xp.asarray(theta0, copy=True))
+        return ECDState(theta0, _copies(theta0, self.copies_start))
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "copies_start": self.copies_start}
+
+    def default_label(self) -> str:
+        label = super().default_label()
+        if self.copies_start == "x0":
+            return label
+        return label[:-1] + f", copies_start={self.copies_start})"
 
     def step(self, state: ECDState, oracle: Any, k: int, stream: Any) -> ECDState:
         gamma = self.gamma(k)
@@ -483,15 +577,55 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
 
 class CHOCOSGD(DecentralizedAlgorithm):
     """CHOCO-SGD (Koloskova, Stich, Jaggi 2019, "Decentralized stochastic optimization and
-    gossip algorithms with compressed communication"), in the order of the theory note:
+    gossip algorithms with compressed communication"), in one of its two published orders.
 
-    ``h_i = x_i - gamma g_i(x_i)``, ``x_i = h_i + gamma_c sum_j W_ij (x_hat_j - x_hat_i)``,
-    ``q_i = C(x_i - x_hat_i)``, ``x_hat_i <- x_hat_i + q_i`` (everywhere).
+    ``order="paper"`` (default; the paper's CHOCO-SGD pseudo-code):
+
+        ``h_i = x_i - gamma g_i(x_i)``, ``q_i = C(h_i - x_hat_i)``,
+        ``x_hat_j <- x_hat_j + q_j`` (for itself and its neighbours, everywhere),
+        ``x_i <- h_i + gamma_c sum_j W_ij (x_hat_j - x_hat_i)`` (the *updated* copies).
+
+    ``order="reference_code"`` (the authors' public convex code, epfml/ChocoSGD
+    ``convex_code``, and the rule of ``shared/theory/decentralized.md``): mixes with the *old*
+    copies, then compresses the new model:
+
+        ``h_i = x_i - gamma g_i(x_i)``, ``x_i <- h_i + gamma_c sum_j W_ij (x_hat_j - x_hat_i)``,
+        ``q_i = C(x_i - x_hat_i)``, ``x_hat_i <- x_hat_i + q_i`` (everywhere).
+
+    The two are different trajectories. With ``C = identity`` and ``gamma_c = 1`` the paper's
+    order is step-then-gossip D-PSGD (``X_hat = H``, ``X <- W H``), the reference code's is
+    gossip-then-step D-PSGD (``X_hat_t = X_t``, ``X <- W X - gamma G``) **[derived]**; both
+    keep ``mean(X_{t+1}) = mean(X_t) - gamma mean(G_t)``.
+
+    ``copies_start`` is the start ``x_hat_0`` of the public copies: ``"x0"`` (default; the
+    common starting model, which every node knows, as in the public convex code) or
+    ``"zero"`` (as in the other public codes, the deep-learning ones). With the engine's
+    default ``theta0 = 0`` the two coincide.
+
+    Which figure used which: every committed convkit figure and check made before this option
+    existed (``figures/decentralized_bits*``, the checks ``choco.rate`` and
+    ``choco.average_dynamics`` of :mod:`convkit.bounds.decentralized`) ran the
+    ``"reference_code"`` order with ``x_hat_0 = x_0`` (and ``theta0 = 0`` in the figures);
+    figures regenerated later use the default ``"paper"`` order unless their setting says
+    otherwise. The comparison with the authors' code (``tests/test_decentralized.py``, the
+    per-node loop of ``benchmarks/naive_decentralized.py``) uses ``"reference_code"``.
 
     Works with biased contractive compressors at any compression ratio once ``gamma_c`` is
     small enough (:func:`tune_consensus_step` picks it by simulating pure gossip); strongly
-    convex rate **[classic]** ``O(1/(P T) + 1/(T delta^2 omega)^2)``. ``x_hat`` starts at
-    ``x_0``. ``gamma_c`` must lie in ``(0, 1]``.
+    convex rate **[classic]** ``O(1/(P T) + 1/(T delta^2 omega)^2)`` for the weighted average
+    with weights ``(t + a)^2`` (record it with ``simulate(..., weight_shift=...)``, iterate
+    ``"wavg2"``). ``gamma_c`` must lie in ``(0, 1]``.
+
+    Parameters
+    ----------
+    topology, step, compressor:
+        Graph, step-size schedule and compressor (see :class:`DecentralizedAlgorithm`).
+    consensus_step:
+        ``gamma_c`` in ``(0, 1]``.
+    order:
+        ``"paper"`` (default) or ``"reference_code"``.
+    copies_start:
+        ``"x0"`` (default) or ``"zero"``.
     """
 
     state_arrays = 2
@@ -503,6 +637,8 @@ class CHOCOSGD(DecentralizedAlgorithm):
         compressor: Compressor | str,
         consensus_step: float,
         *,
+        order: str = "paper",
+        copies_start: str = "x0",
         batch: int = 1,
         workers: int | None = None,
         name: str | None = None,
@@ -511,6 +647,8 @@ class CHOCOSGD(DecentralizedAlgorithm):
         self.consensus_step = check_real(
             "consensus_step (gamma_c)", consensus_step, low=0.0, high=1.0, low_inclusive=False
         )
+        self.order = check_in("order", order, CHOCO_ORDERS)
+        self.copies_start = check_in("copies_start", copies_start, COPIES_STARTS)
         super().__init__(
             topology,
             step,
@@ -523,15 +661,23 @@ class CHOCOSGD(DecentralizedAlgorithm):
         self._W_gc = self.topology.W_eta(self.consensus_step)
 
     def init(self, theta0: Any, stream: Any) -> CHOCOState:
-        xp = namespace_of(theta0)
-        return CHOCOState(theta0, xp.asarray(theta0, copy=True))
+        return CHOCOState(theta0, _copies(theta0, self.copies_start))
 
     def step(self, state: CHOCOState, oracle: Any, k: int, stream: Any) -> CHOCOState:
         X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         Xh = state.x_hat
+        kk = self._fused_topk(X)
+        if self.order == "paper":
+            # x_hat <- x_hat + C(h - x_hat), then x <- h + gamma_c (W - I) x_hat (new copies)
+            if kk is None or not topk_choco_copies_update(X, Xh, kk):  # fused: the 2 lines
+                D = X - Xh
+                Xh += self._compress(D, stream)
+            X += self._W_gc.mix(Xh, t=k - 1)
+            X -= Xh
+            state.x = X
+            return state
         # gamma_c (W - I) X_hat = W_gc X_hat - X_hat with W_gc = (1 - gamma_c) I + gamma_c W
         M = self._W_gc.mix(Xh, t=k - 1)
-        kk = self._fused_topk(X)
         if kk is not None and topk_choco_update(X, M, Xh, kk):  # the lines below, one pass
             state.x = X
             return state
@@ -542,16 +688,26 @@ class CHOCOSGD(DecentralizedAlgorithm):
         state.x = X
         return state
 
+    def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
+        return self._copy_holder_counts(n, d)
+
     def _memory_metrics(self, state: CHOCOState) -> dict[str, Any]:
         return {"replica_gap": _mean_sq_norm(state.x_hat - state.x)}
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "consensus_step": self.consensus_step}
+        return {
+            **super().describe(),
+            "consensus_step": self.consensus_step,
+            "order": self.order,
+            "copies_start": self.copies_start,
+        }
 
     def default_label(self) -> str:
+        extra = "" if self.order == "paper" else f", order={self.order}"
+        extra += "" if self.copies_start == "x0" else f", copies_start={self.copies_start}"
         return (
             f"CHOCOSGD({self.topology.name}, {self.compressor.name}, "
-            f"gamma_c={self.consensus_step:g}, b={self.batch})"
+            f"gamma_c={self.consensus_step:g}{extra}, b={self.batch})"
         )
 
 

@@ -20,8 +20,14 @@ second moments close exactly, coordinate by coordinate:
 
 State per coordinate ``l`` (``n`` nodes), errors ``z = x - theta*``:
 
-* CHOCO-SGD (:class:`~convkit.algorithms.decentralized.CHOCOSGD`): ``y = (z, z_hat)``;
-  ``z <- z - g G``; ``z <- z + gamma_c (W - I) z_hat``; ``z_hat <- z_hat + C(z - z_hat)``.
+* CHOCO-SGD (:class:`~convkit.algorithms.decentralized.CHOCOSGD`): ``y = (z, z_hat)``,
+  ``z_hat = x_hat - theta*`` (``x_hat_0 = x_0``: ``z_hat_0 = z_0``; ``x_hat_0 = 0``:
+  ``z_hat_0 = -theta*``; the update is homogeneous in ``y``, ``theta*`` cancels in
+  ``z - z_hat``); ``z <- z - g G``, then in the order of ``algo.order``: ``"paper"``:
+  ``z_hat <- z_hat + C(z - z_hat)``; ``z <- z + gamma_c (W - I) z_hat``;
+  ``"reference_code"``: ``z <- z + gamma_c (W - I) z_hat``; ``z_hat <- z_hat + C(z - z_hat)``
+  (both linear maps of ``y``, so the second-moment recursion is the same two factors in the
+  other order).
 * DeepSqueeze (:class:`~convkit.algorithms.decentralized.DeepSqueeze`):
   ``y = (z, delta, 1)``: the compressed quantity ``h + delta`` is an *absolute* model, so
   ``theta*_l`` enters through the constant component;
@@ -116,7 +122,9 @@ def compressed_curves(
     zx = slice(0, nn)  # model block
     if kind == "CHOCOSGD":
         N = 2 * nn
-        y0 = np.concatenate([np.tile(z0[:, None], (1, nn)), np.tile(z0[:, None], (1, nn))], 1)
+        zh0 = z0 if algo.copies_start == "x0" else -np.asarray(theta_star, dtype=np.float64)
+        y0 = np.concatenate([np.tile(z0[:, None], (1, nn)), np.tile(zh0[:, None], (1, nn))], 1)
+        mix_first = algo.order == "reference_code"
         gc = algo.consensus_step
         F_mix = np.eye(N)
         F_mix[zx, nn:] = gc * WI
@@ -164,11 +172,13 @@ def compressed_curves(
             M[:, zx, :] *= r[:, None, None]
             M[:, :, zx] *= r[:, None, None]
             M[:, idx, idx] += e
-            if kind == "CHOCOSGD":
+            if kind == "CHOCOSGD" and mix_first:
                 M = F_mix @ M @ F_mix.T
             LM = L @ M
             uu = np.einsum("lin,lin->li", LM, L)  # diag(L M L^T): (d, n)
             M = B @ M @ np.swapaxes(B, -1, -2) + (G[None] * (s * uu)[:, None, :]) @ G.T
+            if kind == "CHOCOSGD" and not mix_first:
+                M = F_mix @ M @ F_mix.T
             zz = M[:, zx, zx]
             V = zz.sum(axis=(1, 2)) / nn**2
             A = r * A + V
