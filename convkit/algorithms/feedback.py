@@ -14,8 +14,15 @@ The memory is the compression error of a *step* (not of a model), so with a cont
 does not shrink with ``gamma``.
 
 State arrays ``(R, P, d)``: the models (identical rows) and the memories. Communication:
-every step is a round with ``P`` messages (worker -> server) of
-``compressor.bits_per_message(d, float_bits)`` bits; the server's broadcast is not counted.
+every step is a round. With ``P > 1`` workers it has ``P`` uploads (worker -> server) of
+``b_up = compressor.bits_per_message(d, float_bits)`` bits and ``P`` downloads (the server's
+broadcast of the averaged update to every worker), ``2 P`` messages in all. The average of
+``P`` compressed vectors is in general not a compressed vector of the same size (top-k: its
+support is the union of the ``P`` supports), so a download is counted at the cheaper of two
+exact encodings: the dense vector (``d float_bits`` bits) or the ``P`` uploads forwarded
+(``P b_up`` bits, each worker averages them itself): ``b_down = min(d float_bits, P b_up)``.
+With ``P = 1`` there is no server to go through: one message of ``b_up`` bits a step (the
+compressed update), as before.
 Metrics (iterate ``"state"``): ``memory = (1/P) sum_i ||e_i||^2`` and
 ``grad_norm2 = ||grad f(x)||^2`` (when the problem has a full gradient); no consensus
 distance (the models are identical).
@@ -112,14 +119,26 @@ class ErrorFeedbackSGD(Algorithm):
     def bits_per_message(self, d: int) -> int:
         return int(self.compressor.bits_per_message(d, self.float_bits))
 
+    def broadcast_bits(self, d: int) -> int:
+        """Bits of one download of the averaged update (``P > 1``):
+        ``min(d float_bits, P bits_per_message(d))``; 0 for ``P = 1`` (no server)."""
+        if self.workers == 1:
+            return 0
+        d = check_int("d", d, low=1)
+        return int(min(d * self.float_bits, self.workers * self.bits_per_message(d)))
+
     def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
+        """Cumulative rounds, messages and bits after steps ``1..n``: per step ``P`` uploads
+        and, with ``P > 1``, ``P`` downloads of :meth:`broadcast_bits` bits."""
         n = self.validate_steps(n)
         rounds = np.arange(1, n + 1, dtype=np.int64)
-        messages = rounds * self.workers
+        down = 0 if self.workers == 1 else self.workers
+        messages = rounds * (self.workers + down)
+        per_step_bits = self.workers * self.bits_per_message(d) + down * self.broadcast_bits(d)
         return {
             "rounds": rounds,
             "messages": messages,
-            "bits": messages * np.int64(self.bits_per_message(d)),
+            "bits": rounds * np.int64(per_step_bits),
         }
 
     def describe(self) -> dict[str, Any]:
