@@ -37,7 +37,14 @@ from convkit.bounds.checking import (
 )
 from convkit.bounds.core import TheoryResult, fit_constants, symbol
 from convkit.bounds.moments import generic_doubly_stochastic
-from convkit.bounds.provenance import KOLOSKOVA, LIAN, TANG, derived
+from convkit.bounds.provenance import (
+    KOLOSKOVA,
+    LIAN,
+    TANG,
+    TANG_SUMMARY,
+    derived,
+    from_summary,
+)
 from convkit.bounds.registry import register_check, result
 from convkit.verdicts import HOLDS, INCONCLUSIVE, NOT_IDENTIFIABLE, VIOLATED, interval_text
 
@@ -111,9 +118,12 @@ def _deepsqueeze_rate() -> TheoryResult:
         expression=c / sp.sqrt(n * T) + C2 / T,
         kind="upper_bound",
         quantity="(1/T) sum_t E||grad f(x_bar_t)||^2",
-        provenance=f"{TANG}: Theorem 1 as summarized, rate 1/sqrt(nT) + C_2/T; C_2 grows "
-        "with the compression error and shrinks with the spectral gap (constants not "
-        "available: kept symbolic)",
+        provenance=from_summary(
+            TANG,
+            TANG_SUMMARY,
+            "rate 1/sqrt(nT) + C_2/T; C_2 grows with the compression error and shrinks with "
+            "the spectral gap (the theorem's constants are not available: kept symbolic)",
+        ),
         conditions=(gamma <= 1 / (3 * L * sp.sqrt(C2)),),
         constants=(c, C2),
         notes="Measure C_2 with fit_constants; the leading exponent in T is -1/2.",
@@ -128,7 +138,7 @@ def _deepsqueeze_step_limit() -> TheoryResult:
         expression=1 / (3 * L * sp.sqrt(C2)),
         kind="stability_limit",
         quantity="gamma (sufficient condition for the rate)",
-        provenance=f"{TANG}: Theorem 1 as summarized, gamma <= 1/(3 L sqrt(C_2))",
+        provenance=from_summary(TANG, TANG_SUMMARY, "convergence needs gamma <= 1/(3 L sqrt(C_2))"),
         constants=(C2,),
         notes="A sufficient condition, not a divergence threshold.",
     )
