@@ -28,7 +28,13 @@ import pandas as pd
 
 from convkit import verdicts as V
 from convkit.exact.threshold import communication_threshold
+from convkit.plotting import plain
 from convkit.problems.least_squares import LeastSquares
+
+TITLE = (
+    "Exact least squares: rounds N* that Local-SGD needs to match MBA against sqrt(P T), and "
+    "err(OSA)/err(MBA) against T"
+)
 
 SETTING = ["spectrum", "alpha", "C_frac", "r0", "eps"]
 
@@ -175,7 +181,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                     "setting": f"{setting} (interior points {int(f.n_interior)}/{int(f.n_points)}, "
                     f"OSA enough in {f.frac_osa_enough:.0%}, MBA needed in "
                     f"{f.frac_mba_needed:.0%})",
-                    "measured": float(meas) if np.isfinite(meas) else "-",
+                    "measured": plain(meas) if np.isfinite(meas) else "-",
                     "theoretical": 0.5,
                     "verdict": verdict,
                     "reason": reason,
@@ -185,7 +191,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         {
             "result": "err(N) non-increasing in N (log grid)",
             "setting": "all rows",
-            "measured": float(df["monotone"].mean()),
+            "measured": plain(df["monotone"].mean()),
             "theoretical": 1.0,
             "verdict": V.HOLDS if bool(df["monotone"].all()) else V.VIOLATED,
             "reason": f"non-increasing in {int(df['monotone'].sum())} of {len(df)} settings",
@@ -201,7 +207,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 "setting": ", ".join(
                     f"{k}={v}" for k, v in zip([*SETTING[:-1], "P"], key, strict=True)
                 ),
-                "measured": float(r[-1]),
+                "measured": plain(r[-1]),
                 "theoretical": 1.0,
                 "verdict": V.HOLDS if dec and r[-1] < r[0] else V.VIOLATED,
                 "reason": f"ratio {r[0]:.6g} at the smallest T, {r[-1]:.6g} at the largest"
@@ -212,34 +218,141 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def _fmt_T(t: float) -> str:
+    e = int(round(np.log10(t)))
+    return f"1e{e}" if 10**e == t else str(int(t))
+
+
+def facts(df: pd.DataFrame) -> dict[str, str]:
+    """The README's numbers, computed from this analysis' data (the committed CSV read back).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The data of :func:`run`.
+
+    Returns
+    -------
+    dict of str to str
+        ``n_thresholds``, ``n_osa_enough`` (N* = 1), ``n_mba_needed`` (N* = n),
+        ``n_interior``, ``monotone`` ("k of m" settings with err non-increasing in N),
+        ``T_range``, ``P_range``; ``exponent_table`` (a Markdown table: per setting the
+        fitted exponents of N* in T and P with 95 % Student-t intervals and their verdicts
+        against +1/2); ``headline_e_T`` / ``headline_e_P`` (alpha = 0.75, C = 0.5 x limit,
+        start at theta*, 1/i spectrum, eps = 0.01); ``ratio_table`` (a Markdown table of the
+        median over P of err(OSA)/err(MBA) per alpha, start and T on the main grid) and
+        ``ratio_075_largest_T`` (that median at the largest T for alpha = 0.75 from theta*).
+    """
+    from scipy import stats
+
+    out: dict[str, str] = {
+        "n_thresholds": str(len(df)),
+        "n_osa_enough": str(int((df.N_star == 1).sum())),
+        "n_mba_needed": str(int((df.N_star == df.n).sum())),
+        "n_interior": str(int(df.interior.sum())),
+        "monotone": f"{int(df.monotone.sum())} of {len(df)}",
+        "T_range": f"{_fmt_T(df['T'].min())} to {_fmt_T(df['T'].max())}",
+        "P_range": f"{int(df.P.min())} to {int(df.P.max())}",
+    }
+    lines = [
+        "| spectrum, alpha, C / limit, start r0, eps | interior / all | exponent in T "
+        "[95 %] | verdict | exponent in P [95 %] | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for _, f in fit_exponents(df).iterrows():
+        if not np.isfinite(f.e_T):
+            continue
+        q = float(stats.t.ppf(0.975, max(int(f.n_interior) - 3, 1)))
+        cells = []
+        for name in ("T", "P"):
+            m, se = float(f[f"e_{name}"]), float(f[f"se_{name}"])
+            verdict = V.exponent_verdict((m - q * se, m + q * se), 0.5, alternatives=(0.0, 1.0))
+            cells += [f"{m:.2f} [{m - q * se:.2f}, {m + q * se:.2f}]", verdict[0]]
+            key = (f.spectrum, f.alpha, f.C_frac, f.r0, f.eps)
+            if key == ("1/i", 0.75, 0.5, 0.0, 0.01):
+                out[f"headline_e_{name}"] = f"{m:.2f} [{m - q * se:.2f}, {m + q * se:.2f}]"
+        lines.append(
+            f"| {f.spectrum}, {f.alpha}, {f.C_frac}, {f.r0}, {f.eps} | "
+            f"{int(f.n_interior)} / {int(f.n_points)} | " + " | ".join(cells) + " |"
+        )
+    out["exponent_table"] = "\n".join(lines)
+    main = df[(df.eps == 0.01) & (df.C_frac == 0.5) & (df.spectrum == "1/i")]
+    piv = main.pivot_table(
+        index=["alpha", "r0"], columns="T", values="ratio_osa_mba", aggfunc="median"
+    ).sort_index()
+    head = "| alpha, start r0 | " + " | ".join(f"T = {_fmt_T(t)}" for t in piv.columns) + " |"
+    rows = [head, "|---" * (len(piv.columns) + 1) + "|"]
+    for (alpha, r0), r in piv.iterrows():
+        vals = ["" if not np.isfinite(v) else f"{v:.3f}" for v in r.to_numpy(float)]
+        rows.append(f"| {alpha}, {r0} | " + " | ".join(vals) + " |")
+    out["ratio_table"] = "\n".join(rows)
+    g = piv.loc[(0.75, 0.0)].dropna()
+    out["ratio_075_largest_T"] = f"{g.iloc[-1]:.3f} at T = {_fmt_T(g.index[-1])}"
+    out["ratio_P_range"] = f"{int(main.P.min())} to {int(main.P.max())}"
+    return out
+
+
+def _setting_label(key: tuple) -> str:
+    spec, alpha, cf, r0, eps = key
+    extra = ("" if spec == "1/i" else f", {spec} spectrum") + (
+        "" if eps == 0.01 else f", eps={eps}"
+    )
+    return f"alpha={alpha}, C={cf} g*, r0={r0}{extra}"
+
+
 def plot(df: pd.DataFrame, outdir: str | Path) -> list[str]:
-    """N* against sqrt(P T) (interior points, reference slope 1) and err(OSA)/err(MBA) against
-    T; returns the written files (PNG and the CSV of the data)."""
+    """Two panels: the interior thresholds N* against ``sqrt(P T)`` (log-log, one colour per
+    setting, the claim ``N* = sqrt(P T)`` dashed black, ``N* = n`` unavailable per point) and
+    ``err(OSA)/err(MBA)`` against T on the main grid (median over P, band: range over P).
+    Legends sit below the axes.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The data of :func:`run` (or the committed CSV read back).
+    outdir : str or Path
+        Directory for the PNG file.
+
+    Returns
+    -------
+    list of str
+        The written file ``local_sgd_threshold.png``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from convkit.plotting import THEORY_STYLE, legend_outside
+
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 7.2))
+    cmap = matplotlib.colormaps["tab10"]
     ax = axes[0]
-    for key, g in df[df.interior].groupby(["alpha", "C_frac", "r0"]):
+    groups = list(df[df.interior].groupby(SETTING))
+    markers = "os^Dv<>ph*"
+    for i, (key, g) in enumerate(groups):
         ax.loglog(
             g["sqrt_PT"],
             g["N_star"],
-            "o",
-            ms=4,
-            alpha=0.8,
-            label=f"alpha={key[0]}, C={key[1]}g*, r0={key[2]}",
+            markers[i % len(markers)],
+            ms=4.5,
+            alpha=0.85,
+            color=cmap(i % 10),
+            label=f"{_setting_label(key)} ({len(g)} pts)",
         )
     x = np.array([df.sqrt_PT.min(), df.sqrt_PT.max()])
-    ax.loglog(x, x, "k--", lw=1, label="N* = sqrt(PT)")
+    ax.loglog(x, x, label="claim: N* = sqrt(P T)", **THEORY_STYLE)
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("sqrt(P T)")
-    ax.set_ylabel("N* (rounds to be within eps of MBA)")
-    ax.set_title("Exact least squares: interior thresholds")
-    ax.legend(fontsize=6)
+    ax.set_xlabel("sqrt(P T)  (P workers, T total gradients)")
+    ax.set_ylabel("N*, rounds to be within eps of MBA (exact)")
+    ax.set_title(
+        "Interior thresholds 1 < N* < n, exact least squares d = 10\n"
+        f"T = {df['T'].min():.0e} to {df['T'].max():.0e}, P = {df.P.min()} to {df.P.max()}",
+        fontsize=10,
+    )
+    legend_outside(ax, where="below", ncol=2, bbox_to_anchor=(0.5, -0.12))
     ax = axes[1]
     # the main grid: median over P with the range over P as a band, one line per setting
     main = df[
@@ -247,25 +360,43 @@ def plot(df: pd.DataFrame, outdir: str | Path) -> list[str]:
         & (df.C_frac == df.C_frac.min())
         & (df.spectrum == df.spectrum.mode()[0])
     ]
-    for (alpha, r0), g in main.groupby(["alpha", "r0"]):
+    seq = matplotlib.colormaps["viridis"]
+    keys = sorted(main.groupby(["alpha", "r0"]).groups)
+    for i, (alpha, r0) in enumerate(keys):
+        g = main[(main.alpha == alpha) & (main.r0 == r0)]
         stats = g.groupby("T")["ratio_osa_mba"].agg(["median", "min", "max"]).sort_index()
-        line = ax.semilogx(
-            stats.index, stats["median"], "o-", ms=3, lw=1.2, label=f"alpha={alpha}, r0={r0}"
-        )[0]
-        ax.fill_between(stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.15)
+        col = seq(0.05 + 0.8 * i / max(len(keys) - 1, 1))
+        ax.semilogx(
+            stats.index,
+            stats["median"],
+            "o-" if r0 == 0 else "s--",
+            color=col,
+            ms=3.5,
+            lw=1.2,
+            label=f"alpha={alpha}, r0={r0}",
+        )
+        ax.fill_between(stats.index, stats["min"], stats["max"], color=col, alpha=0.15)
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xlabel("T (total gradients)")
-    ax.set_ylabel("err(OSA) / err(MBA), Polyak average")
-    ax.set_title("OSA vs MBA: median over P (band: range, P = 2..64)")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.set_xlabel("T, total gradients")
+    ax.set_ylabel("err(OSA) / err(MBA), Polyak-Ruppert average (exact)")
+    cf = main.C_frac.min()
+    ax.set_title(
+        f"One-shot vs mini-batch averaging, C = {cf} x stability limit\n"
+        f"median over P = {main.P.min()}..{main.P.max()} (band: range over P); "
+        "r0 = start distance from theta*",
+        fontsize=10,
+    )
+    legend_outside(ax, where="below", ncol=2, bbox_to_anchor=(0.5, -0.12))
+    fig.suptitle(
+        "Local-SGD with N evenly spaced rounds vs MBA, exact expected error: least squares, "
+        "Gaussian design, sigma = 1, gamma_k = C k^-alpha, batch 1",
+        fontsize=11,
+    )
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.86, bottom=0.3, wspace=0.28)
     png = outdir / "local_sgd_threshold.png"
-    fig.savefig(png, dpi=130)
+    fig.savefig(png, dpi=120, bbox_inches="tight")
     plt.close(fig)
-    csv = outdir / "local_sgd_threshold.csv"
-    df.to_csv(csv, index=False)
-    return [str(png), str(csv)]
+    return [str(png)]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -61,6 +61,7 @@ import pandas as pd
 import convkit as ck
 from convkit import verdicts as V
 from convkit.checks import find_threshold, fit_exponent
+from convkit.plotting import plain
 
 TITLE = (
     "Local-SGD vs MBA by Monte Carlo (common random numbers): rounds N* to match MBA against "
@@ -477,9 +478,13 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                             theoretical=0.5,
                             verdict=verdict,
                             reason=reason,
-                            slope=None if not np.isfinite(f["slope"]) else float(f["slope"]),
-                            interval=[float(v) for v in f["interval"]],
-                            n_points=f["n_points"],
+                            slope=plain(f["slope"]) if np.isfinite(f["slope"]) else "-",
+                            interval=(
+                                [plain(v) for v in f["interval"]]
+                                if np.isfinite(f["slope"])
+                                else "-"
+                            ),
+                            n_points=int(f["n_points"]),
                         )
                     )
             th = sub[(sub.kind == "threshold") & (sub.alpha == alpha)]
@@ -498,9 +503,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                         measured=meas,
                         theoretical="> 1",
                         verdict=V.HOLDS if bool((z > 3).all()) else V.VIOLATED,
-                        reason=(
-                            f"gap above 3 paired SE for {int((z > 3).sum())} of {len(z)} P"
-                        ),
+                        reason=(f"gap above 3 paired SE for {int((z > 3).sum())} of {len(z)} P"),
                     )
                 )
     ls = df[(df.problem == "least_squares") & (df.kind == "curve")]
@@ -566,11 +569,267 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+# ------------------------------------------------------------------------------ README facts
+def _range(values, fmt: str = "{:.2f}") -> str:
+    v = sorted(float(x) for x in values)
+    if not v:
+        return "-"
+    lo, hi = fmt.format(v[0]), fmt.format(v[-1])
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def facts(df: pd.DataFrame) -> dict[str, str]:
+    """The README's numbers, computed from this analysis' data (the committed CSV read back).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The data of :func:`run`.
+
+    Returns
+    -------
+    dict of str to str
+        ``setting`` (the design in words); per sweep ``v`` in ``t``, ``p``:
+        ``<v>_exponent_range`` (fitted exponents over the identifiable (problem, alpha, eps)
+        settings), ``<v>_identifiable`` (their number), ``<v>_violated``,
+        ``<v>_unresolved``, ``<v>_holds``, ``<v>_unresolved_halfwidth`` (range of the
+        half-widths of the unresolved intervals) and ``p_max``; ``exact_curve_points``,
+        ``exact_curve_max_z`` (Monte Carlo ratio against the exact engine), ``exact_nstar``
+        ("k of m": exact N* inside the Monte Carlo interval where both are interior);
+        ``osa_ratio_<problem>_T`` / ``_P`` (range of err(OSA)/err(MBA) at alpha = 0.6 over the
+        T sweep and the P sweep).
+    """
+    rows = checks(df)
+    th = df[df.kind == "threshold"]
+    cur = df[df.kind == "curve"]
+    reps = cur.groupby("problem").replicates.max()
+    ts, ps = sorted(th[th.sweep.str.contains("T")]["T"].unique()), sorted(th.P.unique())
+    out: dict[str, str] = {
+        "setting": (
+            f"d = {D}, flat H, theta0 = theta*, alpha in "
+            f"{{{', '.join(str(a) for a in sorted(th.alpha.unique()))}}}, C = {C_FRAC} x the "
+            f"stability limit, T from {int(ts[0])} to {int(ts[-1])} at P = "
+            f"{int(th[th.sweep.str.contains('T')].P.iloc[0])}, P from {int(ps[0])} to "
+            f"{int(ps[-1])} at T = {int(th[th.sweep.str.contains('P')]['T'].iloc[0])}, eps in "
+            f"{{{', '.join(str(e) for e in sorted(th.eps.unique()))}}}, "
+            + ", ".join(f"R = {int(r)} ({p})" for p, r in reps.items())
+        )
+    }
+    for var in ("T", "P"):
+        ex = [r for r in rows if r["result"].startswith(f"exponent of N* in {var} ")]
+        ok = [r for r in ex if r["verdict"] != V.NOT_IDENTIFIABLE]
+        unres = [r for r in ok if r["verdict"] == V.CONSISTENT_UNRESOLVED]
+        v = var.lower()
+        out[f"{v}_exponent_range"] = _range(r["slope"] for r in ok)
+        out[f"{v}_identifiable"] = str(len(ok))
+        out[f"{v}_settings"] = str(len(ex))
+        out[f"{v}_violated"] = str(sum(r["verdict"] == V.VIOLATED for r in ok))
+        out[f"{v}_unresolved"] = str(len(unres))
+        out[f"{v}_holds"] = str(sum(r["verdict"] == V.HOLDS for r in ok))
+        out[f"{v}_unresolved_halfwidth"] = _range(
+            (r["interval"][1] - r["interval"][0]) / 2 for r in unres
+        )
+        if var == "P":
+            out["p_max"] = f"{max(r['slope'] for r in ok):.2f}" if ok else "-"
+    ls = cur[(cur.problem == "least_squares") & (cur.ratio_se > 0)]
+    if not ls.empty and ls.exact_ratio.notna().all():
+        z = ((ls.ratio - ls.exact_ratio) / ls.ratio_se).abs()
+        out["exact_curve_points"] = str(len(z))
+        out["exact_curve_max_z"] = f"{z.max():.2f}"
+    lt = th[(th.problem == "least_squares") & (th.status == "interior")]
+    if "exact_status" in lt:
+        both = lt[lt.exact_status == "interior"]
+        inside = (both.N_star_q025 <= both.exact_N_star_grid) & (
+            both.exact_N_star_grid <= both.N_star_q975
+        )
+        out["exact_nstar"] = f"{int(inside.sum())} of {len(both)}"
+    one = cur[(cur.N == 1) & (cur.alpha == min(cur.alpha))]
+    for problem in sorted(one.problem.unique()):
+        for var in ("T", "P"):
+            g = one[(one.problem == problem) & one.sweep.str.contains(var)].sort_values(var)
+            out[f"osa_ratio_{problem}_{var}"] = (
+                f"{g.ratio.iloc[0]:.2f} at {var} = {int(g[var].iloc[0])} to "
+                f"{g.ratio.iloc[-1]:.2f} at {var} = {int(g[var].iloc[-1])}"
+                if len(g)
+                else "-"
+            )
+    return out
+
+
 # ------------------------------------------------------------------------------ plots
+_SWEEP_LABEL = {"T": "T, total gradients (P = {p} workers)", "P": "P, workers (T = {t} gradients)"}
+
+
+def _level_colors(values) -> dict:
+    """One colour per level of a swept parameter (eps, T or P): a sequential map, distinct from
+    the algorithm palette of :mod:`convkit.plotting` (these are settings of one algorithm)."""
+    import matplotlib
+
+    vals = sorted(values)
+    cmap = matplotlib.colormaps["viridis"]
+    pos = np.linspace(0.05, 0.8, len(vals)) if len(vals) > 1 else [0.4]
+    return {v: cmap(x) for v, x in zip(vals, pos, strict=True)}
+
+
+def _fixed_label(df: pd.DataFrame, var: str) -> str:
+    th = df[(df.kind == "threshold") & df.sweep.str.contains(var)]
+    other = "P" if var == "T" else "T"
+    vals = sorted(th[other].unique())
+    v = int(vals[0]) if len(vals) == 1 else "various"
+    return _SWEEP_LABEL[var].format(p=v, t=v)
+
+
+def _fixed_value(df: pd.DataFrame, var: str) -> str:
+    """``"P = 16"`` for the T sweep, ``"T = 16384"`` for the P sweep."""
+    th = df[(df.kind == "threshold") & df.sweep.str.contains(var)]
+    other = "P" if var == "T" else "T"
+    vals = sorted(th[other].unique())
+    return f"{other} = {int(vals[0])}" if len(vals) == 1 else f"{other} various"
+
+
+def _figure_legend(fig, axes) -> None:
+    """One legend for the whole figure, below the panels (never over data)."""
+    handles: dict[str, Any] = {}
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    if handles:
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="lower center",
+            ncol=min(4, len(handles)),
+            fontsize="small",
+            frameon=False,
+        )
+
+
+def _threshold_legend(fig, df: pd.DataFrame) -> None:
+    """The legend of the N* figures, below the panels: colour = eps, marker = kind of point."""
+    from matplotlib.lines import Line2D
+
+    from convkit.plotting import REFERENCE_STYLE, THEORY_STYLE
+
+    th = df[df.kind == "threshold"]
+    colors = _level_colors(th.eps.unique())
+    handles = [Line2D([], [], color=c, lw=3, label=f"eps = {e}") for e, c in colors.items()]
+    k = dict(color="0.2", ls="none")
+    handles += [
+        Line2D([], [], marker="o", ms=5, label="Monte Carlo N* (95 % bootstrap interval)", **k),
+        Line2D([], [], marker="+", ms=8, label="exact N* (least squares)", **k),
+        Line2D([], [], marker="x", ms=6, label="OSA enough / not identifiable (drawn at 1)", **k),
+        Line2D([], [], color="0.2", lw=1, label="fitted power law (slope in the title)"),
+        Line2D([], [], label="claim: slope 1/2", **THEORY_STYLE),
+        Line2D([], [], label="n = T / P local steps (MBA)", **REFERENCE_STYLE),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize="small", frameon=False)
+
+
+def _threshold_panel(ax, df: pd.DataFrame, problem: str, alpha: float, var: str) -> str:
+    """N* against ``var`` in one panel; returns the fitted slopes as a short text."""
+    from convkit.plotting import REFERENCE_STYLE, THEORY_STYLE
+
+    th = df[df.kind == "threshold"]
+    g0 = th[(th.problem == problem) & (th.alpha == alpha) & th.sweep.str.contains(var)]
+    colors = _level_colors(th.eps.unique())
+    slopes = []
+    for k, eps in enumerate(sorted(g0.eps.unique())):
+        col = colors[eps]
+        g = g0[g0.eps == eps].sort_values(var)
+        gi = g[g.status == "interior"]
+        if "N_star_q025" in gi and gi.N_star_q025.notna().all():
+            lo, hi = gi.N_star_q025.to_numpy(float), gi.N_star_q975.to_numpy(float)
+        else:
+            sl = (gi.N_star_se / gi.N_star).to_numpy(float)
+            lo, hi = gi.N_star * np.exp(-1.96 * sl), gi.N_star * np.exp(1.96 * sl)
+        y = gi.N_star.to_numpy(float)
+        ax.errorbar(
+            gi[var],
+            y,
+            yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)],
+            fmt="o",
+            color=col,
+            ms=4,
+            capsize=2,
+        )
+        go = g[g.status != "interior"]
+        ax.plot(
+            go[var],
+            np.ones(len(go)) * 2 ** (0.25 * k),
+            "x",
+            color=col,
+        )
+        if "exact_N_star" in g and g.exact_N_star.notna().any():
+            ax.plot(g[var], g.exact_N_star, "+", color=col, ms=8, label=None)
+        f = fit(df, problem, alpha, eps, var)
+        if np.isfinite(f["slope"]):
+            xs = gi[var].to_numpy(float)
+            ax.plot(xs, np.exp(f["intercept"]) * xs ** f["slope"], "-", color=col, lw=1)
+            slopes.append(f"{f['slope']:.2f}")
+        else:
+            slopes.append("-")
+    xs = np.array(sorted(g0[var].unique()), dtype=float)
+    if xs.size:
+        gi = g0[g0.status == "interior"]
+        ref = np.exp(np.mean(np.log(gi.N_star))) if len(gi) else 4.0
+        x0 = np.exp(np.mean(np.log(gi[var]))) if len(gi) else xs.mean()
+        ax.plot(xs, ref * np.sqrt(xs / x0), **THEORY_STYLE)
+        ns = g0.drop_duplicates(var).sort_values(var)
+        ax.plot(ns[var], ns.n, **REFERENCE_STYLE)
+    return " / ".join(slopes)
+
+
+def _curve_panel(ax, df: pd.DataFrame, problem: str, alpha: float, var: str) -> None:
+    """Paired err(N)/err(MBA) against N, one line per level of ``var`` (95 % bands)."""
+    from convkit.plotting import REFERENCE_STYLE, THEORY_STYLE, band
+
+    cur = df[df.kind == "curve"]
+    g0 = cur[(cur.problem == problem) & (cur.alpha == alpha) & cur.sweep.str.contains(var)]
+    colors = _level_colors(cur[cur.sweep.str.contains(var)][var].unique())
+    exact_drawn = False
+    for v, g in g0.groupby(var):
+        g = g.sort_values("N")
+        band(
+            ax,
+            g.N,
+            g.ratio,
+            g.ratio_se,
+            color=colors[v],
+            marker="o",
+            ms=3,
+            lw=1,
+            label=f"{var} = {int(v)}",
+        )
+        if g.exact_ratio.notna().all():
+            ax.plot(g.N, g.exact_ratio, color=colors[v], lw=1, ls="--")
+            exact_drawn = True
+    if exact_drawn:  # legend proxy: the exact curves are dashed in each level's colour
+        ax.plot([], [], label="exact engine (dashed, same colour)", **THEORY_STYLE)
+    for eps in EPS:
+        ax.axhline(1 + eps, **REFERENCE_STYLE)
+    ax.plot([], [], label="levels 1 + eps, eps in " + ", ".join(map(str, EPS)), **REFERENCE_STYLE)
+    ax.axhline(1, color="k", lw=0.6)
+
+
 def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
-    """N* vs T and vs P (log-log, interior points with +-1 SE in log N*, exact N* for least
-    squares as crosses, slope-1/2 reference), and
-    err(N)/err(MBA) vs N curves per problem and alpha.  Returns the PNG files."""
+    """Four figures: N* against T and against P (log-log; interior Monte Carlo thresholds with
+    their 95 % bootstrap intervals, exact N* for least squares as plus signs, fitted power laws,
+    the claimed slope 1/2 dashed black, ``n = T/P`` dotted grey), and the paired
+    ``err(N)/err(MBA)`` curves against N for the T and the P sweep (95 % bands; exact engine
+    dashed).  One panel per problem and alpha; one legend below the panels.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The data of :func:`run` (or the committed CSV read back).
+    outdir : Path
+        Directory for the PNG files.
+
+    Returns
+    -------
+    list of Path
+        ``local_sgd_threshold_mc_T.png``, ``_P.png``, ``_curves_T.png``, ``_curves_P.png``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -579,125 +838,62 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     alphas = sorted(df.alpha.unique())
+    reps = df[df.kind == "curve"].groupby("problem").replicates.max()
     files = []
-    th = df[df.kind == "threshold"]
+    setting = (
+        f"d = {D}, flat H, Gaussian design, theta0 = theta*, gamma_k = C k^-alpha, "
+        f"C = {C_FRAC} gamma*, Polyak-Ruppert average, N evenly spaced rounds"
+    )
     for var in ("T", "P"):
         fig, axes = plt.subplots(
-            len(PROBLEMS), len(alphas), figsize=(4 * len(alphas), 7), squeeze=False
+            len(PROBLEMS), len(alphas), figsize=(4.3 * len(alphas), 8.4), squeeze=False
         )
         for i, problem in enumerate(PROBLEMS):
             for j, alpha in enumerate(alphas):
                 ax = axes[i, j]
-                g0 = th[(th.problem == problem) & (th.alpha == alpha) & th.sweep.str.contains(var)]
-                for k, eps in enumerate(sorted(g0.eps.unique())):
-                    g = g0[(g0.eps == eps)].sort_values(var)
-                    gi = g[g.status == "interior"]
-                    col = f"C{k}"
-                    sl = (gi.N_star_se / gi.N_star).to_numpy()
-                    ax.errorbar(
-                        gi[var],
-                        gi.N_star,
-                        yerr=[gi.N_star * (1 - np.exp(-sl)), gi.N_star * np.expm1(sl)],
-                        fmt="o",
-                        color=col,
-                        ms=4,
-                        capsize=2,
-                        label=f"eps={eps}",
-                    )
-                    go = g[g.status != "interior"]
-                    ax.plot(
-                        go[var],
-                        np.ones(len(go)) * (1 + 0.1 * k),
-                        "x",
-                        color=col,
-                        label=f"eps={eps}: OSA enough / not identifiable" if len(go) else None,
-                    )
-                    if "exact_N_star" in g and g.exact_N_star.notna().any():
-                        ax.plot(
-                            g[var],
-                            g.exact_N_star,
-                            "+",
-                            color=col,
-                            ms=7,
-                            label=f"eps={eps}: exact N*",
-                        )
-                    f = fit(df, problem, alpha, eps, var)
-                    if np.isfinite(f["slope"]):
-                        xs = gi[var].to_numpy(float)
-                        ax.plot(
-                            xs,
-                            np.exp(f["intercept"]) * xs ** f["slope"],
-                            "-",
-                            color=col,
-                            lw=1,
-                            label=f"fit slope {f['slope']:.2f}",
-                        )
-                xs = np.array(sorted(g0[var].unique()), dtype=float)
-                if xs.size:
-                    gi = g0[g0.status == "interior"]
-                    ref = np.exp(np.mean(np.log(gi.N_star))) if len(gi) else 4.0
-                    x0 = np.exp(np.mean(np.log(gi[var]))) if len(gi) else xs.mean()
-                    ax.plot(xs, ref * np.sqrt(xs / x0), "k--", lw=0.8, label="slope 1/2")
-                    ax.plot(
-                        xs,
-                        g0.drop_duplicates(var).sort_values(var).n,
-                        ":",
-                        color="grey",
-                        lw=0.8,
-                        label="n = T/P (MBA)",
-                    )
+                slopes = _threshold_panel(ax, df, problem, alpha, var)
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log", base=2)
-                ax.set_title(f"{problem}, alpha={alpha}", fontsize=9)
-                ax.set_xlabel(var + (" (P fixed)" if var == "T" else " (T fixed)"))
-                ax.set_ylabel("N*")
-                if ax.get_legend_handles_labels()[0]:
-                    ax.legend(fontsize=6)
-        fig.tight_layout()
+                r = int(reps.get(problem, 0))
+                ax.set_title(
+                    f"{problem}, alpha = {alpha}, R = {r}\nfitted slopes (eps "
+                    + "/".join(map(str, EPS))
+                    + f"): {slopes}",
+                    fontsize=9,
+                )
+                ax.set_xlabel(_fixed_label(df, var))
+                ax.set_ylabel("N*, rounds to be within eps of MBA")
+        fig.suptitle(
+            f"Local-SGD: rounds N* to match MBA against {var} (Monte Carlo, common random "
+            f"numbers)\n{setting}",
+            fontsize=10,
+        )
+        _threshold_legend(fig, df)
+        fig.tight_layout(rect=(0, 0.09, 1, 1))
         path = outdir / f"local_sgd_threshold_mc_{var}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         files.append(path)
-    cur = df[df.kind == "curve"]
     for var in ("T", "P"):
         fig, axes = plt.subplots(
-            len(PROBLEMS), len(alphas), figsize=(4 * len(alphas), 7), squeeze=False
+            len(PROBLEMS), len(alphas), figsize=(4.3 * len(alphas), 8.0), squeeze=False
         )
         for i, problem in enumerate(PROBLEMS):
             for j, alpha in enumerate(alphas):
                 ax = axes[i, j]
-                g0 = cur[
-                    (cur.problem == problem) & (cur.alpha == alpha) & cur.sweep.str.contains(var)
-                ]
-                for k, (v, g) in enumerate(g0.groupby(var)):
-                    g = g.sort_values("N")
-                    ax.errorbar(
-                        g.N,
-                        g.ratio,
-                        yerr=2 * g.ratio_se,
-                        fmt="o-",
-                        ms=3,
-                        lw=0.8,
-                        capsize=2,
-                        color=f"C{k}",
-                        label=f"{var}={v}",
-                    )
-                    if g.exact_ratio.notna().all():
-                        ax.plot(g.N, g.exact_ratio, "--", color=f"C{k}", lw=0.8)
-                for eps in EPS:
-                    ax.axhline(1 + eps, color="grey", lw=0.6, ls=":")
-                ax.axhline(1, color="k", lw=0.6)
+                _curve_panel(ax, df, problem, alpha, var)
                 ax.set_xscale("log", base=2)
-                ax.set_title(
-                    f"{problem}, alpha={alpha}"
-                    + (" (dashed: exact)" if problem == "least_squares" else ""),
-                    fontsize=9,
-                )
-                ax.set_xlabel("rounds N")
-                ax.set_ylabel("err(N) / err(MBA) (paired, +-2 SE)")
-                if ax.get_legend_handles_labels()[0]:
-                    ax.legend(fontsize=6)
-        fig.tight_layout()
+                r = int(reps.get(problem, 0))
+                ax.set_title(f"{problem}, alpha = {alpha}, R = {r}", fontsize=9)
+                ax.set_xlabel("N, communication rounds (N = n is MBA)")
+                ax.set_ylabel("err(N) / err(MBA), paired (95 % band)")
+        fig.suptitle(
+            f"Local-SGD vs MBA: paired error ratio against rounds N, {var} sweep "
+            f"at {_fixed_value(df, var)}\n{setting}",
+            fontsize=10,
+        )
+        _figure_legend(fig, axes)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
         path = outdir / f"local_sgd_threshold_mc_curves_{var}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
