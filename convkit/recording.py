@@ -5,6 +5,9 @@ the same ``theta0``, ``record`` and ``n_record`` arguments and fill the same fra
 helpers here make them agree:
 
 * :data:`ITERATES`: the estimators recorded at each record point (``avg``, ``tail``, ``last``);
+* :data:`WEIGHTED_ITERATES`: the weighted averages ``wavg1``, ``wavg2`` (weights
+  ``(j + tau)^p``), recorded by :func:`convkit.simulate` on request (``weight_shift``), with
+  :func:`resolve_weight_shift` and the online sums :class:`WeightedSums`;
 * :func:`record_steps`: the local steps at which an engine records;
 * :func:`starting_point`: ``theta0`` validated as a float64 vector (None: zeros);
 * :class:`DivergenceWarning`: issued by both engines when a run diverges.
@@ -22,9 +25,19 @@ import numpy as np
 from .backend import to_numpy
 from .validation import check_int
 
-__all__ = ["ITERATES", "DivergenceWarning", "record_steps", "starting_point"]
+__all__ = [
+    "ITERATES",
+    "WEIGHTED_ITERATES",
+    "DivergenceWarning",
+    "WeightedSums",
+    "record_steps",
+    "resolve_weight_shift",
+    "starting_point",
+]
 
 ITERATES = ("avg", "tail", "last")
+#: weighted averages ``sum_j w_j m_j / sum_j w_j`` with ``w_j = (j + tau)^p``, ``p = 1, 2``
+WEIGHTED_ITERATES = ("wavg1", "wavg2")
 
 
 class DivergenceWarning(UserWarning):
@@ -75,3 +88,85 @@ def starting_point(theta0: Any, d: int) -> np.ndarray:
     if not np.all(np.isfinite(t0)):
         raise ValueError("theta0 must contain only finite values")
     return t0
+
+
+def resolve_weight_shift(weight_shift: Any, step_size: Any) -> float | None:
+    """The shift ``tau`` of the weighted averages for an algorithm with ``step_size``.
+
+    Parameters
+    ----------
+    weight_shift:
+        ``None`` (no weighted averages: returns None), a number ``tau >= 0``, or ``"step"``:
+        the shift of CHOCO-SGD's strongly convex theorem (Koloskova, Stich, Jaggi 2019,
+        Theorem 4.1: steps ``eta_t = 4 / (mu (a + t))`` and weights ``w_t = (a + t)^2`` on
+        the iterate ``x^(t)``, ``t = 0, 1, ...``), read off a step
+        ``PolyDecay(C, alpha=1, k0)``: convkit's step ``k`` (counted from 1) is the theorem's
+        ``t = k - 1``, so ``a = k0 + 1``, and the iterate after step ``j`` is ``x^(j)``, of
+        weight ``(a + j)^2``: ``tau = k0 + 1``.
+    step_size:
+        The algorithm's :class:`~convkit.schedules.StepSize` (its ``describe()`` is read).
+
+    Returns
+    -------
+    float or None
+        ``tau``, or None when ``weight_shift`` is None.
+    """
+    if weight_shift is None:
+        return None
+    if isinstance(weight_shift, str):
+        if weight_shift != "step":
+            raise ValueError(
+                f"weight_shift must be None, a number tau >= 0 or 'step', got {weight_shift!r}"
+            )
+        desc = step_size.describe()
+        if desc.get("kind") != "poly" or float(desc.get("alpha", -1)) != 1.0:
+            raise ValueError(
+                "weight_shift='step' needs a step PolyDecay(C, alpha=1, k0) (gamma_k = C / "
+                f"(k + k0), the theorem's 4 / (mu (a + t))), got the step {desc}; give "
+                "weight_shift a number instead"
+            )
+        return float(desc["k0"]) + 1.0
+    if isinstance(weight_shift, bool) or not isinstance(weight_shift, (int, float, np.number)):
+        raise ValueError(
+            f"weight_shift must be None, a number tau >= 0 or 'step', got {weight_shift!r}"
+        )
+    tau = float(weight_shift)
+    if not (np.isfinite(tau) and tau >= 0):
+        raise ValueError(f"weight_shift (tau) must be a finite number >= 0, got {weight_shift!r}")
+    return tau
+
+
+class WeightedSums:
+    """Online weighted averages of a sequence of vectors, in ``O(d)`` memory.
+
+    After :meth:`add` of ``m_1, ..., m_k`` (arrays of one shape), :meth:`average` ``(p)`` is
+
+        ``sum_{j<=k} (j + tau)^p m_j / sum_{j<=k} (j + tau)^p``,   ``p = 1, 2``
+
+    (iterates ``wavg1``, ``wavg2``; with ``tau = a`` and ``p = 2`` the weighted average of
+    Koloskova, Stich, Jaggi 2019, Theorem 4.1, whose sum runs over ``x^(0..T-1)``; here, as
+    for ``avg``, over the iterates after steps ``1..k``). The vector sums are kept in
+    float64 whatever the dtype of ``m`` (as the engine's ``avg``), the weight sums as Python
+    floats. ``xp`` is the array namespace of the sums.
+    """
+
+    def __init__(self, xp: Any, shape: tuple[int, ...], tau: float) -> None:
+        self.xp = xp
+        self.tau = float(tau)
+        self.sums = {p: xp.zeros(shape, dtype=xp.float64) for p in (1, 2)}
+        self.weights = {1: 0.0, 2: 0.0}
+
+    def add(self, m: Any, j: int) -> None:
+        """Add the iterate ``m`` of step ``j`` (steps added in order ``1, 2, ...``)."""
+        xp = self.xp
+        if m.dtype != xp.float64:
+            m = xp.astype(m, xp.float64)
+        w = j + self.tau
+        self.sums[1] += w * m
+        self.sums[2] += (w * w) * m
+        self.weights[1] += w
+        self.weights[2] += w * w
+
+    def average(self, p: int, rows: slice = slice(None)) -> Any:
+        """The weighted average with weights ``(j + tau)^p`` (of the leading-axis ``rows``)."""
+        return self.sums[p][rows, ...] / self.weights[p]

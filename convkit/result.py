@@ -13,7 +13,9 @@ column         meaning
 ``bits``       bits sent so far
 ``iterate``    ``"avg"`` (Polyak-Ruppert, uniform over steps 1..k), ``"tail"``
                (average over steps s..k, s = start of the tail), ``"last"`` (worker
-               mean at step k) or ``"state"`` (algorithm-specific metrics)
+               mean at step k), ``"wavg1"`` / ``"wavg2"`` (weights ``(j + tau)`` /
+               ``(j + tau)^2`` over steps 1..k; only from ``simulate(...,
+               weight_shift=tau)``) or ``"state"`` (algorithm-specific metrics)
 ``metric``     ``excess_risk``, ``hnorm2``, ``dist2`` or an algorithm metric
 ``mean``       mean over non-diverged replicates, ``(1/n) sum_r x_r``
 ``se``         standard error of the mean, ``s / sqrt(n)`` with the sample variance
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .recording import WEIGHTED_ITERATES
 
 if TYPE_CHECKING:  # pandas is imported lazily: `import convkit` stays fast
     import pandas as pd
@@ -145,7 +149,9 @@ class Result:
         if metric not in metrics:
             raise ValueError(f"unknown metric {metric!r}; the metrics are {metrics}")
         if iterate not in iterates:
-            raise ValueError(f"unknown iterate {iterate!r}; the iterates are {iterates}")
+            raise ValueError(
+                f"unknown iterate {iterate!r}; the iterates are {iterates}{_hint(iterate)}"
+            )
         have = list(dict.fromkeys(frame.loc[frame["metric"] == metric, "iterate"]))
         if iterate not in have:
             raise ValueError(
@@ -265,7 +271,9 @@ class Result:
             if metric not in cv.metrics:
                 raise ValueError(f"unknown metric {metric!r}; the metrics are {cv.metrics}")
             if iterate not in cv.iterates:
-                raise ValueError(f"unknown iterate {iterate!r}; the iterates are {cv.iterates}")
+                raise ValueError(
+                    f"unknown iterate {iterate!r}; the iterates are {cv.iterates}{_hint(iterate)}"
+                )
         common, ia, ib = np.intersect1d(a.steps, b.steps, return_indices=True)
         va = a.values[ia, a.iterates.index(iterate), a.metrics.index(metric), :]
         vb = b.values[ib, b.iterates.index(iterate), b.metrics.index(metric), :]
@@ -415,3 +423,13 @@ def frame_from_values(values: dict[str, ConfigValues]) -> pd.DataFrame:
         parts.append(part)
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
     return frame[FRAME_COLUMNS]
+
+
+def _hint(iterate: str) -> str:
+    """Where a missing weighted average comes from (appended to an unknown-iterate error)."""
+    if iterate not in WEIGHTED_ITERATES:
+        return ""
+    return (
+        " (the weighted averages are recorded by simulate(..., weight_shift=tau) only; the "
+        "exact engine does not compute them)"
+    )

@@ -14,7 +14,10 @@ Estimators recorded at each record point ``k`` (for the worker mean
 
 * ``avg``: Polyak-Ruppert average ``(1/k) sum_{j<=k} m_j``;
 * ``tail``: ``(1/(k-s+1)) sum_{s<=j<=k} m_j`` with ``s = floor(tail * n) + 1``;
-* ``last``: ``m_k``.
+* ``last``: ``m_k``;
+* ``wavg1``, ``wavg2`` (only with ``weight_shift``): ``sum_{j<=k} w_j m_j / sum_{j<=k} w_j``
+  with ``w_j = (j + tau)^p``, ``p = 1, 2`` (:class:`~convkit.recording.WeightedSums`; the
+  weights of CHOCO-SGD's strongly convex theorem for ``p = 2``).
 
 Divergence: a replicate whose worker mean is non-finite, or farther than
 ``divergence_factor`` times the initial squared distance from ``theta*``, is marked diverged at
@@ -77,7 +80,15 @@ from .algorithms.base import Algorithm, algorithm_list
 from .algorithms.local import local_steps_for
 from .backend import Backend, BlockedStream, get_backend, to_numpy, tune_allocator
 from .problems.base import METRICS, GradientOracle, Problem
-from .recording import ITERATES, DivergenceWarning, record_steps, starting_point
+from .recording import (
+    ITERATES,
+    WEIGHTED_ITERATES,
+    DivergenceWarning,
+    WeightedSums,
+    record_steps,
+    resolve_weight_shift,
+    starting_point,
+)
 from .result import ConfigValues, Result, frame_from_values
 from .validation import check_int, check_real
 
@@ -157,28 +168,39 @@ class _Layout:
         return self.steps.size * len(self.iterates) * len(self.metrics) * _VALUE_BYTES
 
 
-def _layout(problem: Problem, algo: Algorithm, steps: np.ndarray, be: Backend) -> _Layout:
+def _layout(
+    problem: Problem, algo: Algorithm, steps: np.ndarray, be: Backend, weighted: bool = False
+) -> _Layout:
     """The recorded iterates and metrics of ``algo`` (its extra metrics probed on a state of
-    one replicate, so that the values array is allocated, and its size checked, up front)."""
+    one replicate, so that the values array is allocated, and its size checked, up front;
+    ``weighted``: the weighted averages too)."""
     start = be.xp.zeros((1, algo.workers, problem.d), dtype=be.float_dtype)
     with np.errstate(all="ignore"):
         state = algo.init(start, be.stream(0, "layout probe"))
         names = list(algo.extra_metrics(state, problem))
     extra = [("state", name) for name in names]
-    iterates = list(ITERATES) + (["state"] if extra else [])
+    iterates = list(ITERATES) + (list(WEIGHTED_ITERATES) if weighted else [])
+    iterates += ["state"] if extra else []
     return _Layout(steps, iterates, list(METRICS) + names, extra)
 
 
-def _state_bytes_per_replicate(problem: Problem, algos: list[Algorithm], dtype: str) -> int:
+def _state_bytes_per_replicate(
+    problem: Problem, algos: list[Algorithm], dtype: str, weighted: int = 0
+) -> int:
     """Bytes of one replicate's state: the sample batch (and a temporary), each algorithm's
-    ``state_arrays`` plus two temporaries, and the running sums."""
+    ``state_arrays`` plus two temporaries, and the running sums (``weighted``: algorithms
+    with the two weighted sums of float64 ``d``-vectors too)."""
     itemsize = 4 if dtype == "float32" else 8
     P_max = max(a.workers for a in algos)
     b_max = max(a.batch for a in algos)
     d = problem.d
-    return itemsize * (
-        P_max * b_max * (d + 1) * 2  # sample block (+ a temporary)
-        + sum(a.workers * d * (a.state_arrays + 2) + 4 * d for a in algos)
+    return (
+        itemsize
+        * (
+            P_max * b_max * (d + 1) * 2  # sample block (+ a temporary)
+            + sum(a.workers * d * (a.state_arrays + 2) + 4 * d for a in algos)
+        )
+        + 16 * d * weighted
     )
 
 
@@ -287,6 +309,8 @@ class _Run:
     diverged: list[np.ndarray]
     #: the outputs hold replicates ``offset ..`` (0 here; a Dask part's first replicate there)
     offset: int = 0
+    #: per algorithm the shift ``tau`` of the weighted averages, or None (not recorded)
+    weight_shifts: tuple[float | None, ...] = ()
 
 
 #: The values :func:`simulate` and :func:`convkit.exact.expected_error` accept for
@@ -350,6 +374,7 @@ def simulate(
     progress: bool | None = None,
     threads: int | None = None,
     dask: bool | str | Any = None,
+    weight_shift: float | str | None = None,
 ) -> Result:
     """Simulate ``algorithms`` on ``problem`` with common random numbers.
 
@@ -418,6 +443,15 @@ def simulate(
     bit-identical for any ``threads``, ``dask`` and ``memory_limit``.  ``meta["chunks"]`` is
     the number of memory chunks, ``meta["parallel"]`` says how they ran.
 
+    weight_shift:
+        Also record the weighted averages ``wavg1``, ``wavg2`` (weights ``(j + tau)^p``,
+        :class:`~convkit.recording.WeightedSums`), computed online in ``O(d)`` memory on every
+        path (serial, threads, Dask, CuPy): ``None`` (default) not recorded; a number
+        ``tau >= 0``; ``"step"``: each algorithm's ``tau = k0 + 1`` of its step
+        ``PolyDecay(C, 1, k0)`` (CHOCO-SGD's theorem, steps ``4 / (mu (a + t))``, weights
+        ``(a + t)^2``: :func:`~convkit.recording.resolve_weight_shift`). The exact engine
+        has no weighted averages.
+
     Raises
     ------
     MemoryError
@@ -458,8 +492,14 @@ def simulate(
 
     for a, n in zip(algos, ns, strict=True):
         a.prepare(n)
-    layouts = [_layout(problem, a, rec, be) for a, rec in zip(algos, recs, strict=True)]
-    per_rep = _state_bytes_per_replicate(problem, algos, dtype)
+    shifts = tuple(resolve_weight_shift(weight_shift, a.step_size) for a in algos)
+    layouts = [
+        _layout(problem, a, rec, be, tau is not None)
+        for a, rec, tau in zip(algos, recs, shifts, strict=True)
+    ]
+    per_rep = _state_bytes_per_replicate(
+        problem, algos, dtype, sum(tau is not None for tau in shifts)
+    )
     chunks = _plan_chunks(R, per_rep, memory_limit)
     chunk_reps = min(R, (chunks[0][1] - chunks[0][0]) * REPLICATE_BLOCK)
     _check_memory(R, chunk_reps, per_rep, layouts, be, dtype, memory_limit)
@@ -471,6 +511,7 @@ def simulate(
         ns=ns,
         layouts=layouts,
         tail_starts=[int(math.floor(tail * n)) + 1 for n in ns],
+        weight_shifts=shifts,
         be=be,
         seed=seed,
         theta0=theta0_np,
@@ -533,6 +574,7 @@ def simulate(
         "seed": seed,
         "theta0": theta0_np.tolist(),
         "tail": tail,
+        "weight_shift": [tau for tau in shifts] if weight_shift is not None else None,
         "backend": be.name,
         "dtype": dtype,
         "chunks": len(chunks),
@@ -671,6 +713,7 @@ def _run_chunk(run: _Run, j0: int, j1: int, clock: Clock, timed: bool = False) -
     theta0_x = be.asarray(run.theta0)
     theta_star = be.asarray(problem.theta_star)
     states, sums, tails = [], [], []
+    wsums: list[WeightedSums | None] = []
     with np.errstate(all="ignore"):
         for i, a in enumerate(algos):
             start = xp.zeros((Rc, a.workers, d), dtype=be.float_dtype) + theta0_x
@@ -679,6 +722,8 @@ def _run_chunk(run: _Run, j0: int, j1: int, clock: Clock, timed: bool = False) -
             # digits linearly in n (measured: 86% error of an average after 1e5 steps)
             sums.append(xp.zeros((Rc, d), dtype=xp.float64))
             tails.append(xp.zeros((Rc, d), dtype=xp.float64))
+            tau = run.weight_shifts[i] if run.weight_shifts else None
+            wsums.append(None if tau is None else WeightedSums(xp, (Rc, d), tau))
         rec_pos = [0] * len(algos)
         div_chunk = [np.zeros(Rc, dtype=np.int64) for _ in algos]
         for k in range(1, n_max + 1):
@@ -694,6 +739,8 @@ def _run_chunk(run: _Run, j0: int, j1: int, clock: Clock, timed: bool = False) -
                 sums[i] += m
                 if k >= run.tail_starts[i]:
                     tails[i] += m
+                if wsums[i] is not None:
+                    wsums[i].add(m, k)
                 dev = m - theta_star
                 dist = xp.vecdot(dev, dev)
                 if not bool(xp.max(dist) <= run.div_threshold):  # NaN compares False
@@ -712,6 +759,8 @@ def _run_chunk(run: _Run, j0: int, j1: int, clock: Clock, timed: bool = False) -
                             tails[i][s0:s1, ...],
                             k,
                             run.tail_starts[i],
+                            wsums[i],
+                            slice(s0, s1),
                         )
                         o0 = r0 - run.offset
                         _store(run.values[i], rec_pos[i], vals, lay, o0 + s0, o0 + s1)
@@ -738,11 +787,16 @@ def _rows(state: Any, s0: int, s1: int, Rc: int) -> Any:
     return replace(state, **updates)
 
 
-def _record(problem, algo, state, m, sums, tails, k, tail_start) -> dict[tuple[str, str], Any]:
+def _record(
+    problem, algo, state, m, sums, tails, k, tail_start, wsums=None, rows=slice(None)
+) -> dict[tuple[str, str], Any]:
     out: dict[tuple[str, str], Any] = {}
     estimates = {"avg": sums / k, "last": m}
     if k >= tail_start:
         estimates["tail"] = tails / (k - tail_start + 1)
+    if wsums is not None:
+        estimates["wavg1"] = wsums.average(1, rows)
+        estimates["wavg2"] = wsums.average(2, rows)
     for it, theta in estimates.items():
         for metric, v in problem.errors(theta).items():
             out[(it, metric)] = v
@@ -752,9 +806,8 @@ def _record(problem, algo, state, m, sums, tails, k, tail_start) -> dict[tuple[s
 
 
 def _store(arr: np.ndarray, pos: int, vals: dict, layout: _Layout, r0: int, r1: int) -> None:
-    iterates = list(ITERATES) + ["state"]
     for (it, metric), v in vals.items():
-        arr[pos, iterates.index(it), layout.metrics.index(metric), r0:r1] = to_numpy(v)
+        arr[pos, layout.iterates.index(it), layout.metrics.index(metric), r0:r1] = to_numpy(v)
 
 
 def _versions() -> dict[str, str]:

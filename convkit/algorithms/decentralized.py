@@ -602,13 +602,15 @@ class CHOCOSGD(DecentralizedAlgorithm):
     ``"zero"`` (as in the other public codes, the deep-learning ones). With the engine's
     default ``theta0 = 0`` the two coincide.
 
-    Which figure used which: every committed convkit figure and check made before this option
-    existed (``figures/decentralized_bits*``, the checks ``choco.rate`` and
-    ``choco.average_dynamics`` of :mod:`convkit.bounds.decentralized`) ran the
-    ``"reference_code"`` order with ``x_hat_0 = x_0`` (and ``theta0 = 0`` in the figures);
-    figures regenerated later use the default ``"paper"`` order unless their setting says
-    otherwise. The comparison with the authors' code (``tests/test_decentralized.py``, the
-    per-node loop of ``benchmarks/naive_decentralized.py``) uses ``"reference_code"``.
+    Which figure used which: the committed ``figures/decentralized_bits.*`` (commit c1fb942)
+    ran the ``"reference_code"`` order, the only rule then, with ``theta0 = 0`` (so
+    ``x_hat_0 = x_0 = 0``: both starts); a regeneration with the default runs the paper's
+    order. The library checks ``choco.rate``, ``choco.rate_weighted`` and
+    ``choco.average_dynamics`` (:mod:`convkit.bounds.decentralized`) run the paper's order
+    with ``x_hat_0 = x_0``. The comparisons with the authors' code
+    (``tests/test_decentralized.py``: the per-node loop of
+    ``benchmarks/naive_decentralized.py``; ``tests/test_dcd_ecd_reference.py`` covers DCD
+    and ECD) use ``"reference_code"``.
 
     Works with biased contractive compressors at any compression ratio once ``gamma_c`` is
     small enough (:func:`tune_consensus_step` picks it by simulating pure gossip); strongly
@@ -723,8 +725,10 @@ class DeepSqueeze(DecentralizedAlgorithm):
     5. send ``v_i`` to every neighbour;   6. ``x_i <- h_i + eta sum_j (W_ij - [i == j]) v_j``.
 
     ``eta`` in ``(0, 1]`` is the consensus step (``W_eta = (1 - eta) I + eta W``); the error
-    memory ``delta`` starts at 0. Claimed rate **[paper]** ``E||grad f(x_bar)||^2 <~
-    1/sqrt(P T) + C_2 / T`` for ``gamma <= 1 / (3 L sqrt(C_2))``. The compressed quantity is a
+    memory ``delta`` starts at 0 (there are no public copies, so no ``copies_start``; every
+    committed DeepSqueeze figure uses this rule and start). Claimed rate **[paper, from a
+    summary of the paper, not its text]** ``E||grad f(x_bar)||^2 <~ 1/sqrt(P T) + C_2 / T``
+    for ``gamma <= 1 / (3 L sqrt(C_2))``. The compressed quantity is a
     model, so the memory does not shrink with ``gamma`` **[derived]**. Any compressor is
     accepted: a non-contractive one (scaled rand-k) is allowed so that its divergence can be
     shown.
