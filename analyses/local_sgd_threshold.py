@@ -236,7 +236,8 @@ def facts(df: pd.DataFrame) -> dict[str, str]:
     dict of str to str
         ``n_thresholds``, ``n_osa_enough`` (N* = 1), ``n_mba_needed`` (N* = n),
         ``n_interior``, ``monotone`` ("k of m" settings with err non-increasing in N),
-        ``T_range``, ``P_range``; ``exponent_table`` (a Markdown table: per setting the
+        ``T_range``, ``P_range``; ``exponent_fits`` / ``exponent_holds`` (fitted exponents
+        and how many hold); ``exponent_table`` (a Markdown table: per setting the
         fitted exponents of N* in T and P with 95 % Student-t intervals and their verdicts
         against +1/2); ``headline_e_T`` / ``headline_e_P`` (alpha = 0.75, C = 0.5 x limit,
         start at theta*, 1/i spectrum, eps = 0.01); ``ratio_table`` (a Markdown table of the
@@ -259,6 +260,7 @@ def facts(df: pd.DataFrame) -> dict[str, str]:
         "[95 %] | verdict | exponent in P [95 %] | verdict |",
         "|---|---|---|---|---|---|",
     ]
+    verdicts: list[str] = []
     for _, f in fit_exponents(df).iterrows():
         if not np.isfinite(f.e_T):
             continue
@@ -268,6 +270,7 @@ def facts(df: pd.DataFrame) -> dict[str, str]:
             m, se = float(f[f"e_{name}"]), float(f[f"se_{name}"])
             verdict = V.exponent_verdict((m - q * se, m + q * se), 0.5, alternatives=(0.0, 1.0))
             cells += [f"{m:.2f} [{m - q * se:.2f}, {m + q * se:.2f}]", verdict[0]]
+            verdicts.append(verdict[0])
             key = (f.spectrum, f.alpha, f.C_frac, f.r0, f.eps)
             if key == ("1/i", 0.75, 0.5, 0.0, 0.01):
                 out[f"headline_e_{name}"] = f"{m:.2f} [{m - q * se:.2f}, {m + q * se:.2f}]"
@@ -276,6 +279,8 @@ def facts(df: pd.DataFrame) -> dict[str, str]:
             f"{int(f.n_interior)} / {int(f.n_points)} | " + " | ".join(cells) + " |"
         )
     out["exponent_table"] = "\n".join(lines)
+    out["exponent_fits"] = str(len(verdicts))
+    out["exponent_holds"] = str(sum(v == V.HOLDS for v in verdicts))
     main = df[(df.eps == 0.01) & (df.C_frac == 0.5) & (df.spectrum == "1/i")]
     piv = main.pivot_table(
         index=["alpha", "r0"], columns="T", values="ratio_osa_mba", aggfunc="median"
