@@ -841,12 +841,12 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
     reps = df[df.kind == "curve"].groupby("problem").replicates.max()
     files = []
     setting = (
-        f"d = {D}, flat H, Gaussian design, theta0 = theta*, gamma_k = C k^-alpha, "
+        f"d = {D}, flat H, Gaussian design, theta0 = theta*, gamma_k = C k^-alpha,\n"
         f"C = {C_FRAC} gamma*, Polyak-Ruppert average, N evenly spaced rounds"
     )
     for var in ("T", "P"):
         fig, axes = plt.subplots(
-            len(PROBLEMS), len(alphas), figsize=(4.3 * len(alphas), 8.4), squeeze=False
+            len(PROBLEMS), len(alphas), figsize=(4.3 * max(len(alphas), 3), 8.4), squeeze=False
         )
         for i, problem in enumerate(PROBLEMS):
             for j, alpha in enumerate(alphas):
@@ -869,14 +869,14 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
             fontsize=10,
         )
         _threshold_legend(fig, df)
-        fig.tight_layout(rect=(0, 0.09, 1, 1))
+        fig.tight_layout(rect=(0, 0.09, 1, 0.98))
         path = outdir / f"local_sgd_threshold_mc_{var}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         files.append(path)
     for var in ("T", "P"):
         fig, axes = plt.subplots(
-            len(PROBLEMS), len(alphas), figsize=(4.3 * len(alphas), 8.0), squeeze=False
+            len(PROBLEMS), len(alphas), figsize=(4.3 * max(len(alphas), 3), 8.0), squeeze=False
         )
         for i, problem in enumerate(PROBLEMS):
             for j, alpha in enumerate(alphas):
@@ -893,7 +893,7 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
             fontsize=10,
         )
         _figure_legend(fig, axes)
-        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        fig.tight_layout(rect=(0, 0.07, 1, 0.98))
         path = outdir / f"local_sgd_threshold_mc_curves_{var}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)

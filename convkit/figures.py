@@ -300,7 +300,12 @@ def _collect(outcomes, titles, files, all_checks, failed, index_path, record) ->
         record(name, o["seconds"])
         print(f"[{name}] {len(o['files'])} file(s) in {o['seconds']:.1f} s", flush=True)
         for c in o["checks"]:
-            print(f"    {c['verdict']:<14} {c['result']}: measured {_cell(c.get('measured'))}")
+            measured = (
+                _cell(c.get("measured"))
+                if not isinstance(c.get("measured"), str)
+                else c["measured"]
+            )
+            print(f"    {c['verdict']:<14} {c['result']}: measured {measured}")
 
 
 def _cell(v: object) -> str:
@@ -317,13 +322,15 @@ def _cell(v: object) -> str:
 
 
 def _provenance_line(rec: dict | None) -> str:
+    """One line of an analysis' record: its data's mode and the commands behind its data,
+    figures and checks (one command when they are the same)."""
     rec = rec or {}
     mode = rec.get("mode", _UNRECORDED)
     secs = f", {rec['seconds']:g} s" if "seconds" in rec else ""
-    return (
-        f"Data: {mode} run, `{rec.get('data', _UNRECORDED)}`{secs}; "
-        f"figures: `{rec.get('figures', _UNRECORDED)}`; checks: `{rec.get('checks', _UNRECORDED)}`."
-    )
+    data, figs, chk = (rec.get(k, _UNRECORDED) for k in ("data", "figures", "checks"))
+    if data == figs == chk:
+        return f"Data, figures and checks: {mode} run, `{data}`{secs}."
+    return f"Data: {mode} run, `{data}`{secs}; figures: `{figs}`; checks: `{chk}`."
 
 
 def write_index(

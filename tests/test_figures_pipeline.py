@@ -137,7 +137,8 @@ def test_partial_runs_keep_the_other_analyses_and_record_each_command(tmp_path):
     assert "Data modes differ between analyses: alpha: full, beta: quick." in index
     assert "## alpha" in index and "## beta" in index
     assert "![alpha.png](alpha.png)" in index and "![beta.png](beta.png)" in index
-    assert f"Data: full run, `{cmd_a}`" in index and f"Data: quick run, `{cmd_b}`" in index
+    assert f"Data, figures and checks: full run, `{cmd_a}`" in index
+    assert f"Data, figures and checks: quick run, `{cmd_b}`" in index
     # numbers are rounded plain values in the table, a missing value is "-"
     assert "| sum of y | two rows | 0.5714 | - | measured |  |" in index
     assert "np.float64" not in index and "None" not in index
@@ -159,4 +160,6 @@ def test_replot_and_checks_only_keep_the_data_provenance(tmp_path):
     rec2 = json.loads((out / "runs.json").read_text())["gamma"]
     assert rec2["figures"] == rec["figures"] and rec2["data"] == data_cmd
     assert rec2["checks"].startswith("convkit figures --checks-only")
-    assert "Data of every analysis: full run" in (out / "index.md").read_text()
+    index = (out / "index.md").read_text()
+    assert "Data of every analysis: full run" in index
+    assert f"Data: full run, `{data_cmd}`" in index and f"figures: `{rec['figures']}`" in index
