@@ -1,0 +1,256 @@
+"""Shared pieces of the heterogeneous-data decentralized studies.
+
+Used by ``decentralized_heterogeneous``, ``decentralized_compression`` and
+``decentralized_rate``: the network (P = 16 nodes on a ring, a 4x4 torus or the static
+exponential graph, uniform weights), the six methods under their display names, the tuning
+rules, the error-level crossing and a LIBSVM writer.
+
+Tuning rules (stated once, used everywhere):
+
+* consensus parameters by pure gossip (no gradients) on random vectors, d as the problem:
+  CHOCO-SGD's ``gamma_c`` by :func:`convkit.algorithms.decentralized.tune_consensus_step`,
+  DeepSqueeze's ``eta`` by :func:`tune_deepsqueeze_eta` (the same rule on DeepSqueeze's
+  gossip ``V = C(X + Delta)``, ``Delta <- X + Delta - V``, ``X <- X + eta (W - I) V``), each
+  the grid value with the fastest contraction of the consensus distance;
+* the step ``gamma`` of each method: the value of a geometric grid (factor 2) with the
+  smallest mean excess risk of the node average over the last quarter of the record points,
+  on a tuning seed different from the evaluation seed (a diverged run counts as infinite).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import convkit as ck
+from convkit.algorithms.decentralized import (
+    CHOCOSGD,
+    DCDPSGD,
+    DPSGD,
+    ECDPSGD,
+    DeepSqueeze,
+    consensus_distance,
+    tune_consensus_step,
+)
+from convkit.algorithms.feedback import ErrorFeedbackSGD
+from convkit.backend import Backend
+from convkit.compression import Compressor, get_compressor
+from convkit.simulate import DivergenceWarning
+from convkit.topology import Topology, exponential, ring, torus
+
+P = 16
+METHODS = ("D-PSGD", "DCD-PSGD", "ECD-PSGD", "CHOCO-SGD", "DeepSqueeze", "EF-SGD")
+COMPRESSED = METHODS[1:]
+#: methods whose analysis needs an unbiased compressor
+UNBIASED_METHODS = ("DCD-PSGD", "ECD-PSGD")
+TOPOLOGIES = ("ring", "torus", "exponential")
+
+
+def topology(kind: str) -> Topology:
+    """The P = 16 graph ``kind`` (``"ring"``, ``"torus"`` 4x4 or ``"exponential"``)."""
+    if kind == "ring":
+        return ring(P)
+    if kind == "torus":
+        return torus(4)
+    if kind == "exponential":
+        return exponential(P)
+    raise ValueError(f"topology must be one of {TOPOLOGIES}, got {kind!r}")
+
+
+def tune_deepsqueeze_eta(
+    topo: Topology,
+    compressor: Compressor | str,
+    *,
+    grid: Any = None,
+    d: int = 32,
+    iterations: int = 200,
+    replicates: int = 4,
+    seed: int = 0,
+) -> float:
+    """DeepSqueeze's consensus step ``eta`` by pure gossip (see the module docstring).
+
+    Every ``eta`` of ``grid`` (default 25 log-spaced values in ``[0.01, 1]``) runs at once on
+    the same centred Gaussian start; the rate is ``(e_T / e_{T/2})^(2/T)`` of the consensus
+    distance ``e`` (geometric mean over replicates; non-finite: ``inf``). Returns the grid
+    value with the smallest rate (ties: the larger ``eta``).
+    """
+    comp = get_compressor(compressor)
+    grid = np.geomspace(0.01, 1.0, 25) if grid is None else np.asarray(grid, dtype=float)
+    if grid.ndim != 1 or grid.size == 0 or np.any(grid <= 0) or np.any(grid > 1):
+        raise ValueError(f"grid must be a non-empty 1-D array of eta values in (0, 1], got {grid}")
+    be = Backend()
+    stream = be.stream(seed, "tune_deepsqueeze_eta", topo.name, comp.name, d)
+    G, R, n = grid.size, int(replicates), topo.n
+    x0 = np.asarray(stream.normal((R, n, d)))
+    x0 = x0 - x0.mean(axis=1, keepdims=True)
+    X = np.broadcast_to(x0[None], (G, R, n, d)).reshape(G * R, n, d).copy()
+    Delta = np.zeros_like(X)
+    eta = np.repeat(grid, R).reshape(G * R, 1, 1)
+    half = iterations // 2
+    e_half = None
+    with np.errstate(all="ignore"):
+        for t in range(iterations):  # iterations of one vectorised gossip (not a hot path)
+            U = X + Delta
+            V = np.asarray(comp.compress(U, stream))
+            Delta = U - V
+            X = X + eta * (np.asarray(topo.mix(V, t=t)) - V)
+            if t + 1 == half:
+                e_half = np.asarray(consensus_distance(X))
+        e_end = np.asarray(consensus_distance(X))
+        tiny = 1e-300
+        ok = np.isfinite(e_end) & np.isfinite(e_half)
+        logs = (np.log(np.maximum(e_end, tiny)) - np.log(np.maximum(e_half, tiny))) / (
+            iterations - half
+        )
+        rates = np.exp(np.mean(np.where(ok, logs, np.inf).reshape(G, R), axis=1))
+    best = int(np.lexsort((-grid, rates))[0])
+    return float(grid[best])
+
+
+def consensus_params(
+    topo: Topology, comp: Compressor | str, d: int, seed: int
+) -> tuple[float, float]:
+    """``(gamma_c, eta)``: CHOCO-SGD's and DeepSqueeze's consensus steps by pure gossip."""
+    gc = tune_consensus_step(topo, comp, d=d, seed=seed).gamma_c
+    return float(gc), tune_deepsqueeze_eta(topo, comp, d=d, seed=seed)
+
+
+def make_method(
+    method: str,
+    topo: Topology,
+    gamma: float,
+    comp: Compressor | str | None,
+    *,
+    gamma_c: float = 1.0,
+    eta: float = 1.0,
+    name: str | None = None,
+) -> Any:
+    """The algorithm ``method`` (one of :data:`METHODS`) at constant step ``gamma``.
+
+    DCD-/ECD-PSGD accept a biased compressor here (``allow_biased=True``): the compression
+    study runs them with top-k too, outside their analysis, and says so."""
+    g = ck.Constant(float(gamma))
+    name = name or method
+    if method == "D-PSGD":
+        return DPSGD(topo, g, name=name)
+    if method == "DCD-PSGD":
+        return DCDPSGD(topo, g, comp, allow_biased=True, name=name)
+    if method == "ECD-PSGD":
+        return ECDPSGD(topo, g, comp, allow_biased=True, name=name)
+    if method == "CHOCO-SGD":
+        return CHOCOSGD(topo, g, comp, gamma_c, name=name)
+    if method == "DeepSqueeze":
+        return DeepSqueeze(topo, g, comp, eta, name=name)
+    if method == "EF-SGD":
+        return ErrorFeedbackSGD(topo.n, g, comp, name=name)
+    raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+
+
+def simulate_quiet(prob: Any, algos: list, **kw: Any) -> ck.Result:
+    """:func:`convkit.simulate` on one thread with divergence warnings silenced (diverged
+    replicates are reported in the data instead)."""
+    kw.setdefault("threads", 1)
+    kw.setdefault("progress", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DivergenceWarning)
+        with np.errstate(all="ignore"):
+            return ck.simulate(prob, algos, **kw)
+
+
+def tail_error(res: ck.Result, config: str, frac: float = 0.25) -> float:
+    """Mean excess risk of the node average over the last ``frac`` of the record points;
+    ``inf`` if any replicate diverged."""
+    cv = res.values[config]
+    if np.any(cv.diverged_at > 0):
+        return float("inf")
+    m = cv.metrics.index("excess_risk")
+    it = cv.iterates.index("last")
+    vals = cv.values[:, it, m, :].mean(axis=1)
+    k = max(1, int(round(frac * vals.size)))
+    v = float(np.mean(vals[-k:]))
+    return v if np.isfinite(v) else float("inf")
+
+
+def tune_steps(
+    prob: Any,
+    builders: dict[str, Any],
+    grid: np.ndarray,
+    *,
+    steps: int,
+    replicates: int,
+    seed: int,
+) -> dict[str, tuple[float, float]]:
+    """Best step of each method by the rule of the module docstring:
+    ``builders[label](gamma, name)`` builds the algorithm; all (method, gamma) pairs run in
+    one common-random-number call. Returns ``label -> (gamma, tail error at gamma)``."""
+    algos, keys = [], []
+    for label, build in builders.items():
+        for g in grid:
+            cfg = f"{label}@{g:.6g}"
+            algos.append(build(float(g), cfg))
+            keys.append((label, float(g), cfg))
+    res = simulate_quiet(prob, algos, steps=steps, replicates=replicates, seed=seed, n_record=20)
+    out: dict[str, tuple[float, float]] = {}
+    for label, g, cfg in keys:
+        e = tail_error(res, cfg)
+        if label not in out or e < out[label][1]:
+            out[label] = (g, e)
+    return out
+
+
+def level_crossing(x: np.ndarray, err: np.ndarray, level: float) -> float:
+    """First ``x`` at which the error curve falls to ``level`` (log-log interpolation between
+    the two record points around the crossing); ``nan`` if it never does."""
+    x = np.asarray(x, dtype=float)
+    err = np.maximum(np.asarray(err, dtype=float), np.finfo(float).tiny)  # NaN stays NaN
+    below = np.flatnonzero(err <= level)
+    if below.size == 0:
+        return float("nan")
+    j = int(below[0])
+    if j == 0:
+        return float(x[0])
+    t = (np.log(err[j - 1]) - np.log(level)) / (np.log(err[j - 1]) - np.log(err[j]))
+    return float(np.exp(np.log(x[j - 1]) + t * (np.log(x[j]) - np.log(x[j - 1]))))
+
+
+def write_svmlight(path: str | Path, X: np.ndarray, y: np.ndarray) -> Path:
+    """Write ``X`` (dense) and ``y`` as a LIBSVM file (``label idx:value``, 1-based indices,
+    zeros omitted, 17 significant digits so that the values read back exactly)."""
+    path = Path(path)
+    X = np.asarray(X, dtype=float)
+    lines = []
+    for yi, row in zip(np.asarray(y), X):  # writing a file, not a hot path
+        nz = np.flatnonzero(row)
+        feats = " ".join(f"{j + 1}:{row[j]:.17g}" for j in nz)
+        lines.append(f"{yi:g} {feats}".rstrip())
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def frame_rows(res: ck.Result, config: str, **extra: Any) -> pd.DataFrame:
+    """Excess risk of the node average ("last" iterate) and the consensus distance of one
+    configuration, with ``extra`` columns."""
+    f = res.frame
+    keep = (f.config == config) & (
+        ((f.iterate == "last") & (f.metric == "excess_risk"))
+        | ((f.iterate == "state") & (f.metric == "consensus"))
+    )
+    out = f[keep][["config", "step", "bits", "metric", "mean", "se", "count"]].copy()
+    cv = res.values[config]
+    out["n_diverged"] = int(np.count_nonzero(cv.diverged_at))
+    for k, v in extra.items():
+        out[k] = v
+    return out
+
+
+def compact(frame: pd.DataFrame, digits: int = 6) -> pd.DataFrame:
+    """Float columns rounded to ``digits`` significant digits (a smaller committed CSV)."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype.kind == "f":
+            out[col] = [float(f"{v:.{digits}g}") for v in out[col].to_numpy()]
+    return out
