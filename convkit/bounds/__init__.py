@@ -63,6 +63,7 @@ engine modules by full submodule name, never this package.
 from convkit.bounds import sgd_stability  # noqa: F401
 from convkit.bounds import averaged_sgd  # noqa: F401
 from convkit.bounds import local_sgd  # noqa: F401
+from convkit.bounds import local_sgd_large_steps  # noqa: F401
 from convkit.bounds import decentralized  # noqa: F401
 from convkit.bounds import mixing  # noqa: F401
 from convkit.bounds import compression  # noqa: F401
