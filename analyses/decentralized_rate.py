@@ -289,6 +289,9 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         ylabel=r"$\Delta(T) = G_{DS} - G_{MBA}$",
         title="network term of DeepSqueeze (95% bars); dashed: C_2 / T fit",
     )
+    ts = sorted(set(rate["T"]))
+    ax.set_xticks(ts, [str(int(t)) for t in ts])
+    ax.minorticks_off()
     legend_outside(ax, where="below", ncol=2, bbox_to_anchor=(0.5, -0.2))
     ax = axes[1]
     base = fits[(fits.topology == "ring") & (fits.k == 8) & (fits.zeta2 == 1.0)]
