@@ -53,6 +53,14 @@ These are leading-order statements for ``err(OSA)/err(MBA) - 1`` small (the bias
 to the variance): far from that regime (ratio - 1 of order 1 or more, the pre-asymptotic
 transient of a far start with ``C L`` of order 1) the exponents need not apply.
 
+A second term the model leaves out (candidate, not derived): with a far start and large
+steps each worker's overshooting transient is nonlinear too, and its bias summed over the
+first relaxation times is a constant, so it adds ``O(1 / n)`` to the bias of the average that
+OSA keeps: an excess ``~ T n^-2 = P^2 / T`` (``a_T = -1``, ``a_P = 2``).  A mixture of the two
+terms has local slopes between those of each, steeper in ``T`` than ``1 - 2 alpha`` and
+steeper in ``P`` than ``2 alpha``: what the quick Monte Carlo of the base setting shows (the
+``P`` slope exceeds ``2 alpha``).
+
 Results: ``local_sgd_large_steps.osa_mba_excess`` and ``local_sgd_large_steps.rounds_needed``
 (scaling laws with unknown constants), both ``derived here`` by
 :func:`derive_large_step_model` (SymPy: the integrals of the step sums and the log-log
