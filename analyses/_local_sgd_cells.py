@@ -1,0 +1,620 @@
+"""Cells of the Local-SGD large-step studies: one setting ``(problem, d, spectrum, ||theta*||,
+C L, alpha, T, P, start)`` with every communication schedule on common random numbers.
+
+Shared by ``local_sgd_large_steps``, ``local_sgd_schedules`` and ``local_sgd_variations`` (not
+an analysis itself).  A cell is one :func:`convkit.simulate` call (logistic regression) or one
+:func:`convkit.exact.expected_error` call (least squares, exact) with
+
+* ``mba`` (``N = n``) and ``osa`` (``N = 1``);
+* ``even``: ``N`` rounds at ``ceil(j n / N)`` (:class:`convkit.Rounds`) for ``N`` in powers of
+  4 below ``n``, ``N = ceil(sqrt(P T))``, ``ceil(n / 2)`` and ``ceil(n / 8)`` (below ``n``);
+* at ``N`` in :data:`FAMILY_N` (below ``n``): ``quadratic`` ``ceil(n (j/N)^2)``,
+  ``geometric`` ``ceil(n^(j/N))``, ``adaptive`` (:class:`convkit.schedules.AdaptiveRounds`)
+  and the power family ``ceil(n (j/N)^p)`` for ``p`` in :data:`BEST_POWERS`, from which
+  ``best`` is chosen (see :func:`logistic_cell`).  Duplicate positions are removed and the
+  last step is always a round; ``rounds`` is the actual number of distinct rounds.
+
+Error: ``||theta_bar - theta*||^2_{H*}`` of the Polyak-Ruppert average over steps ``1..n``
+(``H* = H`` for least squares).  ``ratio_to_mba = mean(e) / mean(e_MBA)`` on the same
+replicates with the paired delta-method standard error
+``se = sqrt(Var(e_r - ratio e_MBA,r) / R) / mean(e_MBA)``.
+
+Cells are cached on disk (``.convkit-cache/local_sgd_cells/`` of the repository, or
+``$CONVKIT_CELL_CACHE``) under a digest of their settings and :data:`CACHE_VERSION`, so that
+the analyses that read the same cells simulate them once; the numbers do not depend on the
+cache (fixed seeds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import convkit as ck
+
+#: Columns of ``figures/local_sgd_large_steps.csv`` (exactly these, in this order).
+COLUMNS = [
+    "problem",
+    "d",
+    "theta_norm",
+    "CL",
+    "alpha",
+    "T",
+    "P",
+    "n",
+    "schedule",
+    "N",
+    "rounds",
+    "replicates",
+    "err",
+    "err_se",
+    "ratio_to_mba",
+    "ratio_se",
+]
+#: Nominal budgets at which the growing-gap families are compared with even spacing.
+FAMILY_N = (16, 64)
+#: Powers ``p`` of the family ``ceil(n (j/N)^p)`` searched for ``best`` (``p = 1``: even).
+BEST_POWERS = (1.0, 2.0, 3.0, 4.0)
+#: Exact engine: powers searched for the least-squares ``best``.
+LS_POWERS = tuple(float(p) for p in np.arange(0.5, 6.01, 0.5))
+CACHE_VERSION = 2
+SCHEDULES = ("mba", "osa", "even", "quadratic", "geometric", "adaptive", "best")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One setting.  ``problem``: ``"logistic"`` or ``"least_squares"``; ``spectrum``:
+    ``"flat"`` or ``"1/i"`` (eigenvalues of ``H``); ``theta_norm = ||theta*||`` with
+    ``theta*`` along ``(1, ..., 1)``; ``CL = C L`` (logistic ``L = max h / 4``, least squares
+    ``L = max h``); ``start``: ``"zero"`` (``theta0 = 0``) or ``"star"`` (``theta0 =
+    theta*``); ``replicates`` (Monte Carlo; ignored by the exact engine)."""
+
+    problem: str
+    d: int
+    spectrum: str
+    theta_norm: float
+    CL: float
+    alpha: float
+    T: int
+    P: int
+    start: str = "zero"
+    replicates: int = 256
+
+    def __post_init__(self) -> None:
+        if self.problem not in ("logistic", "least_squares"):
+            raise ValueError(f"problem must be 'logistic' or 'least_squares', got {self.problem!r}")
+        if self.spectrum not in ("flat", "1/i"):
+            raise ValueError(f"spectrum must be 'flat' or '1/i', got {self.spectrum!r}")
+        if self.start not in ("zero", "star"):
+            raise ValueError(f"start must be 'zero' or 'star', got {self.start!r}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
+        if self.T // self.P < 1:
+            raise ValueError(f"T = {self.T} must be >= P = {self.P} (n = floor(T/P) >= 1)")
+
+    @property
+    def n(self) -> int:
+        """Local steps ``floor(T / P)``."""
+        return self.T // self.P
+
+    def key(self) -> str:
+        blob = json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+    def seed(self) -> int:
+        return zlib.crc32(self.key().encode())
+
+
+# ------------------------------------------------------------------------------ problems
+def problem_of(cell: Cell) -> tuple[Any, float, np.ndarray]:
+    """``(problem, C, theta0)`` of a cell."""
+    d = cell.d
+    theta_star = cell.theta_norm * np.ones(d) / math.sqrt(d)
+    if cell.problem == "logistic":
+        prob = ck.LogisticRegression.gaussian(d, cell.spectrum, theta_star=theta_star)
+    else:
+        prob = ck.LeastSquares.gaussian(d, cell.spectrum, noise=1.0, theta_star=theta_star)
+    C = cell.CL / float(prob.L)
+    theta0 = theta_star.copy() if cell.start == "star" else np.zeros(d)
+    return prob, C, theta0
+
+
+def ls_stability_CL(d: int = 2, spectrum: str = "flat") -> float:
+    """``gamma* L`` for least squares: the exact mean-square stability limit of constant-step
+    SGD (Gaussian design, batch 1, :func:`convkit.bounds.sgd_stability.sgd_stability_limit`)
+    times ``L = max h``."""
+    if spectrum == "flat":
+        # H = I: the second moment of one coordinate obeys m' = (1 - 2 g + (d + 2) g^2) m
+        # (Gaussian fourth moments), stable iff g < 2 / (d + 2); the closed form of the
+        # secular equation, without its symbolic derivation
+        return 2.0 / (d + 2.0)
+    from convkit.bounds.sgd_stability import sgd_stability_limit
+    from convkit.problems.least_squares import spectrum as spectrum_of
+
+    h = np.asarray(spectrum_of(spectrum, d), dtype=float)
+    return float(sgd_stability_limit(h, 1, "gaussian") * h.max())
+
+
+# ------------------------------------------------------------------------------ schedules
+def power_positions(n: int, N: int, p: float) -> tuple[int, ...]:
+    """``ceil(n (j/N)^p)``, j = 1..N, duplicates removed, last step ``n`` (exact integers for
+    integer ``p``)."""
+    j = np.arange(1, N + 1, dtype=np.int64)
+    if float(p).is_integer() and n * N ** int(p) < 2**62:
+        q = int(p)
+        pos = -((-n * j**q) // N**q)
+    else:
+        x = n * (j / N) ** p
+        r = np.rint(x)
+        pos = np.where(np.abs(x - r) <= 1e-9 * np.maximum(1, x), r, np.ceil(x)).astype(np.int64)
+    pos = np.clip(pos, 1, n)
+    pos[-1] = n
+    return tuple(int(v) for v in np.unique(pos))
+
+
+def geometric_positions(n: int, N: int) -> tuple[int, ...]:
+    """``ceil(n^(j/N))``, j = 1..N, duplicates removed, last step ``n``."""
+    x = np.exp(np.arange(1, N + 1) / N * math.log(n))
+    r = np.rint(x)
+    pos = np.where(np.abs(x - r) <= 1e-9 * np.maximum(1, x), r, np.ceil(x)).astype(np.int64)
+    pos = np.clip(pos, 1, n)
+    pos[-1] = n
+    return tuple(int(v) for v in np.unique(pos))
+
+
+def adaptive_schedule(cell: Cell, N: int, prob: Any, step: Any, theta0: np.ndarray) -> Any:
+    """:class:`convkit.schedules.AdaptiveRounds` for the cell (``mu``, ``L`` of the problem,
+    ``dist0 = ||theta0 - theta*||``, noise ``sigma^2`` = trace of the gradient covariance at
+    ``theta*``: ``tr H*`` for well-specified logistic regression, ``sigma^2 tr H`` for least
+    squares), or None when the library has no such schedule."""
+    cls = getattr(ck.schedules, "AdaptiveRounds", None)
+    if cls is None:
+        return None
+    if cell.problem == "logistic":
+        noise = float(np.trace(prob.H_star))
+        mu, L = float(prob.mu), float(prob.L)
+    else:
+        noise = float(prob.noise) ** 2 * float(np.sum(prob.h))
+        mu, L = float(np.min(prob.h)), float(np.max(prob.h))
+    dist0 = float(np.linalg.norm(theta0 - prob.theta_star))
+    return cls(N, step, mu=mu, L=L, dist0=dist0, noise=noise)
+
+
+def even_grid(cell: Cell) -> list[int]:
+    """Evenly spaced budgets: powers of 4 in ``[4, n)``, ``ceil(sqrt(P T))``, ``ceil(n / 2)``
+    and ``ceil(n / 8)`` when below ``n`` (sorted, unique)."""
+    n = cell.n
+    out = set()
+    N = 4
+    while N < n:
+        out.add(N)
+        N *= 4
+    s = math.ceil(math.sqrt(cell.P * cell.T))
+    if s < n:
+        out.add(s)
+    for H in (2, 8):  # rounds every ~H steps: resolves N* close to n
+        if 4 < math.ceil(n / H) < n:
+            out.add(math.ceil(n / H))
+    return sorted(out)
+
+
+def configurations(cell: Cell, prob: Any, step: Any, theta0: np.ndarray) -> list[dict[str, Any]]:
+    """The schedules of a cell: dicts with ``label``, ``schedule``, ``N``, ``p`` and
+    ``comm`` (a :class:`convkit.schedules.CommSchedule`)."""
+    n = cell.n
+    cfg = [
+        dict(label="mba", schedule="mba", N=n, p=np.nan, comm=ck.EveryStep()),
+        dict(label="osa", schedule="osa", N=1, p=np.nan, comm=ck.Final()),
+    ]
+    for N in even_grid(cell):
+        cfg.append(dict(label=f"even:{N}", schedule="even", N=N, p=1.0, comm=ck.Rounds(N)))
+    powers = BEST_POWERS if cell.problem == "logistic" else LS_POWERS
+    for N in FAMILY_N:
+        if N >= n:
+            continue
+        if N not in even_grid(cell):
+            cfg.append(dict(label=f"even:{N}", schedule="even", N=N, p=1.0, comm=ck.Rounds(N)))
+        cfg.append(
+            dict(
+                label=f"geometric:{N}",
+                schedule="geometric",
+                N=N,
+                p=np.nan,
+                comm=ck.At(geometric_positions(n, N)),
+            )
+        )
+        ad = adaptive_schedule(cell, N, prob, step, theta0)
+        if ad is not None:
+            cfg.append(dict(label=f"adaptive:{N}", schedule="adaptive", N=N, p=np.nan, comm=ad))
+        for p in powers:
+            if p == 1.0:
+                continue
+            cfg.append(
+                dict(
+                    label=f"power:{N}:{p:g}",
+                    schedule="quadratic" if p == 2.0 else "power",
+                    N=N,
+                    p=p,
+                    comm=ck.At(power_positions(n, N, p)),
+                )
+            )
+    return cfg
+
+
+def _rounds(comm: Any, n: int) -> int:
+    return int(comm.rounds(n))
+
+
+# ------------------------------------------------------------------------------ statistics
+def paired_ratio(e: np.ndarray, base: np.ndarray) -> tuple[float, float]:
+    """``mean(e) / mean(base)`` and its delta-method SE on paired replicates (last axis)."""
+    mb = float(base.mean(axis=-1))
+    r = float(e.mean(axis=-1)) / mb
+    R = e.shape[-1]
+    se = float(np.std(e - r * base, ddof=1) / math.sqrt(R) / mb) if R > 1 else math.nan
+    return r, se
+
+
+def _mean_se(e: np.ndarray) -> tuple[float, float]:
+    R = e.shape[-1]
+    return float(e.mean()), float(e.std(ddof=1) / math.sqrt(R)) if R > 1 else math.nan
+
+
+# ------------------------------------------------------------------------------ engines
+def _row(cell: Cell, schedule: str, N: int, rounds: int, R: int, **v: float) -> dict[str, Any]:
+    return dict(
+        problem=cell.problem,
+        d=cell.d,
+        spectrum=cell.spectrum,
+        start=cell.start,
+        theta_norm=float(cell.theta_norm),
+        CL=float(cell.CL),
+        alpha=float(cell.alpha),
+        T=int(cell.T),
+        P=int(cell.P),
+        n=int(cell.n),
+        schedule=schedule,
+        N=int(N),
+        rounds=int(rounds),
+        replicates=int(R),
+        **v,
+    )
+
+
+def logistic_cell(cell: Cell, threads: int | None = 1) -> pd.DataFrame:
+    """Simulate one logistic cell (all schedules on common random numbers).
+
+    Rows: one per configuration (``schedule`` ``power`` rows carry their ``p``), plus ``best``
+    at each family budget ``N``: the power ``p`` in :data:`BEST_POWERS` with the smallest mean
+    error on the even-numbered replicates, reported (``err``, ratios) on the odd-numbered
+    replicates only, so that the selection does not bias the reported error; its ``replicates``
+    is the held-out count and ``p`` the chosen power."""
+    prob, C, theta0 = problem_of(cell)
+    step = ck.PolyDecay(C=C, alpha=cell.alpha)
+    cfg = configurations(cell, prob, step, theta0)
+    algs = [
+        ck.MBA(cell.P, step, name=c["label"])
+        if c["schedule"] == "mba"
+        else ck.LocalSGD(cell.P, step, comm=c["comm"], name=c["label"])
+        for c in cfg
+    ]
+    res = ck.simulate(
+        prob,
+        algs,
+        steps=cell.n,
+        replicates=cell.replicates,
+        seed=cell.seed(),
+        theta0=theta0,
+        n_record=1,
+        progress=False,
+        threads=threads,
+    )
+    E = []
+    for c in cfg:
+        cv = res.values[c["label"]]
+        E.append(cv.values[-1, cv.iterates.index("avg"), cv.metrics.index("hnorm2"), :])
+    E = np.asarray(E, dtype=float)
+    E = E[:, np.all(np.isfinite(E), axis=0)]
+    R = E.shape[1]
+    base = E[0]
+    rows = []
+    for c, e in zip(cfg, E, strict=True):
+        m, s = _mean_se(e)
+        r, rs = (1.0, 0.0) if c["schedule"] == "mba" else paired_ratio(e, base)
+        rows.append(
+            _row(
+                cell,
+                c["schedule"],
+                c["N"],
+                _rounds(c["comm"], cell.n),
+                R,
+                err=m,
+                err_se=s,
+                ratio_to_mba=r,
+                ratio_se=rs,
+                p=c["p"],
+                ratio_to_even=np.nan,
+                ratio_to_even_se=np.nan,
+            )
+        )
+    labels = [c["label"] for c in cfg]
+    sel, held = np.arange(0, R, 2), np.arange(1, R, 2)
+    for N in FAMILY_N:
+        if f"even:{N}" not in labels:
+            continue
+        cand = [i for i, c in enumerate(cfg) if c["N"] == N and np.isfinite(c["p"])]
+        i = min(cand, key=lambda k: E[k, sel].mean())
+        e, b, ev = E[i, held], base[held], E[labels.index(f"even:{N}"), held]
+        m, s = _mean_se(e)
+        r, rs = paired_ratio(e, b)
+        re, res_ = paired_ratio(e, ev)
+        rows.append(
+            _row(
+                cell,
+                "best",
+                N,
+                _rounds(cfg[i]["comm"], cell.n),
+                held.size,
+                err=m,
+                err_se=s,
+                ratio_to_mba=r,
+                ratio_se=rs,
+                p=cfg[i]["p"],
+                ratio_to_even=re,
+                ratio_to_even_se=res_,
+            )
+        )
+    out = pd.DataFrame(rows)
+    _add_ratio_to_even(out, E, cfg)
+    return out
+
+
+def _add_ratio_to_even(out: pd.DataFrame, E: np.ndarray, cfg: list[dict[str, Any]]) -> None:
+    """Paired ratio of every family configuration to even spacing at the same ``N``."""
+    labels = [c["label"] for c in cfg]
+    for k, c in enumerate(cfg):
+        if c["schedule"] in ("mba", "osa", "even") or f"even:{c['N']}" not in labels:
+            continue
+        j = labels.index(f"even:{c['N']}")
+        r, s = paired_ratio(E[k], E[j]) if E is not None else (math.nan, math.nan)
+        out.loc[k, ["ratio_to_even", "ratio_to_even_se"]] = [r, s]
+
+
+def least_squares_cell(cell: Cell) -> pd.DataFrame:
+    """Exact errors of one least-squares cell (:func:`convkit.exact.expected_error`); ``best`` is
+    the power ``p`` of :data:`LS_POWERS` with the smallest exact error (no selection bias:
+    the errors are exact).  ``replicates = 0`` and ``err_se = ratio_se = 0``."""
+    prob, C, theta0 = problem_of(cell)
+    step = ck.PolyDecay(C=C, alpha=cell.alpha)
+    cfg = configurations(cell, prob, step, theta0)
+    algs = [
+        ck.MBA(cell.P, step, name=c["label"])
+        if c["schedule"] == "mba"
+        else ck.LocalSGD(cell.P, step, comm=c["comm"], name=c["label"])
+        for c in cfg
+    ]
+    from convkit.exact import expected_error
+
+    res = expected_error(prob, algs, steps=cell.n, theta0=theta0, n_record=1)
+    fin = res.final("hnorm2", "avg").set_index("config")
+    err = np.array([float(fin.loc[c["label"], "mean"]) for c in cfg])
+    rows = []
+    for c, e in zip(cfg, err, strict=True):
+        rows.append(
+            _row(
+                cell,
+                c["schedule"],
+                c["N"],
+                _rounds(c["comm"], cell.n),
+                0,
+                err=float(e),
+                err_se=0.0,
+                ratio_to_mba=float(e / err[0]),
+                ratio_se=0.0,
+                p=c["p"],
+                ratio_to_even=np.nan,
+                ratio_to_even_se=np.nan,
+            )
+        )
+    labels = [c["label"] for c in cfg]
+    for N in FAMILY_N:
+        if f"even:{N}" not in labels:
+            continue
+        cand = [i for i, c in enumerate(cfg) if c["N"] == N and np.isfinite(c["p"])]
+        i = min(cand, key=lambda k: err[k])
+        ev = err[labels.index(f"even:{N}")]
+        rows.append(
+            _row(
+                cell,
+                "best",
+                N,
+                _rounds(cfg[i]["comm"], cell.n),
+                0,
+                err=float(err[i]),
+                err_se=0.0,
+                ratio_to_mba=float(err[i] / err[0]),
+                ratio_se=0.0,
+                p=cfg[i]["p"],
+                ratio_to_even=float(err[i] / ev),
+                ratio_to_even_se=0.0,
+            )
+        )
+    out = pd.DataFrame(rows)
+    for k, c in enumerate(cfg):
+        if c["schedule"] in ("mba", "osa", "even") or f"even:{c['N']}" not in labels:
+            continue
+        out.loc[k, ["ratio_to_even", "ratio_to_even_se"]] = [
+            float(err[k] / err[labels.index(f"even:{c['N']}")]),
+            0.0,
+        ]
+    return out
+
+
+# ------------------------------------------------------------------------------ design
+T_GRID = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
+P_GRID = (2, 4, 8, 16, 32)
+ALPHAS = (0.6, 0.75, 0.9)
+#: Largest local-step count ``n = T / P`` simulated (the per-step cost of the engine bounds
+#: the grid: cells with more local steps are left out and listed by :func:`skipped`).
+N_MAX = 40_000
+#: Largest ``T`` simulated for alpha != 0.75 (the machine's budget).
+ALPHA_T_MAX = 100_000
+#: Replicates per ``T`` (full run).
+REPLICATES = {
+    1_000: 512,
+    3_000: 512,
+    10_000: 256,
+    30_000: 256,
+    100_000: 128,
+    300_000: 64,
+    1_000_000: 64,
+}
+#: Variations of the base setting at ``alpha = 0.75`` (on the reduced grid below).
+VARIATIONS = (
+    dict(CL=0.5),
+    dict(CL=1.0),
+    dict(CL=4.0),
+    dict(theta_norm=3.0),
+    dict(d=5, spectrum="flat"),
+    dict(d=5, spectrum="1/i"),
+    dict(start="star"),
+)
+VAR_T = (1_000, 10_000, 100_000)
+VAR_P = (4, 16)
+BASE = dict(problem="logistic", d=2, spectrum="flat", theta_norm=1.0, CL=2.0)
+
+
+def _grid(alpha: float, ts: tuple[int, ...], ps: tuple[int, ...], quick: bool, **kw: Any):
+    out = []
+    for T in ts:
+        for P in ps:
+            if T // P > N_MAX:
+                continue
+            R = 64 if quick else REPLICATES[T]
+            out.append(Cell(**{**BASE, **kw}, alpha=alpha, T=T, P=P, replicates=R))
+    return out
+
+
+def base_cells(quick: bool) -> list[Cell]:
+    """Base logistic grid.  Full: alpha = 0.75 on every ``(T, P)`` of :data:`T_GRID` x
+    :data:`P_GRID` with ``n <= N_MAX``, the other alphas of :data:`ALPHAS` up to
+    ``T = ALPHA_T_MAX``.  Quick: alpha = 0.75, ``T`` in
+    {1e3, 3e3, 1e4}, ``P`` in {4, 16}, 64 replicates."""
+    if quick:
+        return _grid(0.75, (1_000, 3_000, 10_000), (4, 16), True)
+    out = _grid(0.75, T_GRID, P_GRID, False)
+    for a in ALPHAS:
+        if a != 0.75:
+            out += _grid(a, tuple(t for t in T_GRID if t <= ALPHA_T_MAX), P_GRID, False)
+    return out
+
+
+def variation_cells(quick: bool) -> list[Cell]:
+    """Variations at alpha = 0.75 on ``T`` in :data:`VAR_T`, ``P`` in :data:`VAR_P`
+    (quick: ``T`` in {1e3, 1e4}, ``P = 4``, 64 replicates)."""
+    ts, ps = ((1_000, 10_000), (4,)) if quick else (VAR_T, VAR_P)
+    out = []
+    for v in VARIATIONS:
+        out += _grid(0.75, ts, ps, quick, **v)
+    return out
+
+
+#: Least-squares contrast: step fractions of the stability limit and ``||theta*||`` (theta0 = 0).
+LS_FRACS = (0.5, 0.9)
+LS_NORMS = (1.0, 10.0)
+
+
+def ls_cells(quick: bool) -> list[Cell]:
+    """Least-squares contrast (exact): d = 2, h = (1, 1), sigma = 1, theta0 = 0,
+    ``C = frac gamma*`` (frac in :data:`LS_FRACS`), ``||theta*||`` in :data:`LS_NORMS`,
+    alpha = 0.75 on the base ``(T, P)`` grid (quick: ``T`` in {1e3, 1e4}, ``P`` in {4, 16})."""
+    cl = ls_stability_CL()
+    ts, ps = ((1_000, 10_000), (4, 16)) if quick else (T_GRID, P_GRID)
+    out = []
+    for f in LS_FRACS:
+        for tn in LS_NORMS:
+            for T in ts:
+                for P in ps:
+                    if T // P > N_MAX:
+                        continue
+                    out.append(
+                        Cell(
+                            "least_squares",
+                            2,
+                            "flat",
+                            tn,
+                            round(f * cl, 12),
+                            0.75,
+                            T,
+                            P,
+                            replicates=0,
+                        )
+                    )
+    return out
+
+
+def skipped(quick: bool) -> list[tuple[float, int, int, str]]:
+    """``(alpha, T, P, why)`` of the base grid not simulated: ``"n > N_MAX"`` or
+    ``"T > ALPHA_T_MAX"`` (alpha != 0.75)."""
+    if quick:
+        return []
+    have = {(c.alpha, c.T, c.P) for c in base_cells(quick)}
+    out = []
+    for a in ALPHAS:
+        for T in T_GRID:
+            for P in P_GRID:
+                if (a, T, P) in have:
+                    continue
+                why = "n > N_MAX" if T // P > N_MAX else "T > ALPHA_T_MAX"
+                out.append((a, T, P, why))
+    return out
+
+
+# ------------------------------------------------------------------------------ cache
+def cache_dir() -> Path:
+    """Directory of the cell cache (``$CONVKIT_CELL_CACHE`` or the repository's
+    ``.convkit-cache/local_sgd_cells``)."""
+    env = os.environ.get("CONVKIT_CELL_CACHE")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[1] / ".convkit-cache" / "local_sgd_cells"
+
+
+def cell_frame(cell: Cell, threads: int | None = 1, use_cache: bool = True) -> pd.DataFrame:
+    """All rows of one cell (see :func:`logistic_cell`, :func:`least_squares_cell`), from the
+    cache when present."""
+    path = cache_dir() / f"{cell.key()}.csv"
+    if use_cache and path.exists():
+        return pd.read_csv(path)
+    if cell.problem == "logistic":
+        out = logistic_cell(cell, threads=threads)
+    else:
+        out = least_squares_cell(cell)
+    if use_cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        out.to_csv(tmp, index=False)
+        tmp.replace(path)
+    return out
+
+
+def cells_frame(cells: list[Cell], threads: int | None = 1, log: Any = None) -> pd.DataFrame:
+    """Rows of several cells (in order); ``log(cell, seconds)`` after each when given."""
+    import time
+
+    parts = []
+    for c in cells:
+        t0 = time.perf_counter()
+        parts.append(cell_frame(c, threads=threads))
+        if log is not None:
+            log(c, time.perf_counter() - t0)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

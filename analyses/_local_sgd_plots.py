@@ -1,0 +1,294 @@
+"""Figures of the Local-SGD large-step studies (``local_sgd_large_steps``,
+``local_sgd_schedules``, ``local_sgd_variations``), drawn through :mod:`convkit.plotting`:
+schedules in their palette colours, worker counts ``P`` in a sequential colour map (``P`` is a
+setting, not an algorithm), theory dashed black, reference lines grey dotted, 95 % bands or
+error bars, legends outside the axes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analyses import _local_sgd_stats as st
+from convkit import plotting as cp
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def p_color(P: int, Ps) -> tuple:
+    """Colour of ``P`` among ``Ps`` (viridis, darker = fewer workers)."""
+    import matplotlib
+
+    Ps = sorted(set(int(p) for p in Ps))
+    k = Ps.index(int(P))
+    return matplotlib.colormaps["viridis"](0.1 + 0.8 * k / max(len(Ps) - 1, 1))
+
+
+def _model(alpha: float) -> dict[str, float]:
+    from convkit.bounds.local_sgd_large_steps import model_exponents
+
+    return model_exponents(alpha)
+
+
+def _errbar(ax, x, y, se, **kw):
+    y, se = np.asarray(y, float), np.asarray(se, float)
+    lo = np.minimum(1.96 * se, y * (1 - 1e-3))
+    return ax.errorbar(x, y, yerr=[lo, 1.96 * se], capsize=2, ms=4, lw=1, **kw)
+
+
+def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
+    """``err(OSA)/err(MBA) - 1`` against ``T`` (one panel per alpha, a line per ``P``) and
+    against ``P`` at each ``T`` for alpha = 0.75, with the model slopes dashed."""
+    from analyses.local_sgd_large_steps import osa_table, ratio_fit
+
+    plt = _plt()
+    o = osa_table(df)
+    alphas = sorted(o.alpha.unique())
+    fig, axes = plt.subplots(1, len(alphas) + 1, figsize=(4.2 * (len(alphas) + 1), 4.0))
+    axes = np.atleast_1d(axes)
+    Ps = sorted(o.P.unique())
+    for ax, a in zip(axes, alphas, strict=False):
+        g0 = o[o.alpha == a]
+        f = ratio_fit(df, a)
+        for P in Ps:
+            g = g0[g0.P == P].sort_values("T")
+            if g.empty:
+                continue
+            _errbar(
+                ax,
+                g["T"],
+                g.ratio_to_mba - 1,
+                g.ratio_se,
+                fmt="o-",
+                color=p_color(P, Ps),
+                label=f"P={P}",
+            )
+        m = _model(a)
+        if np.isfinite(f["intercept"]):
+            Ts = np.array([g0["T"].min(), g0["T"].max()], float)
+            P0 = float(np.exp(np.mean(np.log(g0.P))))
+            ax.plot(
+                Ts,
+                np.exp(f["intercept"]) * P0 ** f["slopes"]["P"] * Ts ** m["ratio_T"],
+                **cp.THEORY_STYLE,
+                label=f"model slope {m['ratio_T']:.2f} (at P={P0:.0f})",
+            )
+            ttl = f"alpha={a}: fit T^{f['slopes']['T']:.2f} P^{f['slopes']['P']:.2f}"
+        else:
+            ttl = f"alpha={a}"
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="T (stochastic gradients, all workers)",
+            ylabel="err(OSA)/err(MBA) - 1",
+            title=ttl,
+        )
+    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.2))
+    ax = axes[-1]
+    g0 = o[o.alpha == 0.75] if 0.75 in alphas else o[o.alpha == alphas[0]]
+    a = float(g0.alpha.iloc[0])
+    Ts = sorted(g0["T"].unique())
+    for T in Ts:
+        g = g0[g0["T"] == T].sort_values("P")
+        _errbar(
+            ax,
+            g.P,
+            g.ratio_to_mba - 1,
+            g.ratio_se,
+            fmt="s-",
+            color=p_color(T, Ts),
+            label=f"T={T:g}",
+        )
+    m = _model(a)
+    f = ratio_fit(df, a)
+    if np.isfinite(f["intercept"]):
+        Pp = np.array([min(Ps), max(Ps)], float)
+        T0 = float(np.exp(np.mean(np.log(g0["T"]))))
+        ax.plot(
+            Pp,
+            np.exp(f["intercept"]) * T0 ** f["slopes"]["T"] * Pp ** m["ratio_P"],
+            **cp.THEORY_STYLE,
+            label=f"model slope {m['ratio_P']:.2f}",
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="P (workers)",
+        ylabel="err(OSA)/err(MBA) - 1",
+        title=f"alpha={a}: growth in P (colour: T)",
+    )
+    ax.set_xscale("log", base=2)
+    cp.legend_outside(ax, where="below", ncol=3, bbox_to_anchor=(0.5, -0.2))
+    fig.suptitle(
+        "Online logistic regression, d=2, ||theta*||=1, theta0=0, C L=2, gamma_k = C k^-alpha: "
+        "one-shot averaging vs MBA (paired, 95 % bars)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_nstar(df: pd.DataFrame, path: Path) -> Path:
+    """``N*(eps)`` against ``T`` per alpha (rows: eps), a colour per ``P``; interior cells with
+    95 % bootstrap intervals, capped cells as open markers at their bound ``n``; ``sqrt(P T)``
+    dashed black (the reading under test), ``n = T/P`` grey dotted."""
+    from analyses.local_sgd_large_steps import nstar
+
+    plt = _plt()
+    nt = nstar(df)
+    alphas = sorted(nt.alpha.unique())
+    fig, axes = plt.subplots(
+        len(st.EPS), len(alphas), figsize=(4.3 * len(alphas), 7.6), squeeze=False
+    )
+    Ps = sorted(nt.P.unique())
+    for i, eps in enumerate(st.EPS):
+        for j, a in enumerate(alphas):
+            ax = axes[i, j]
+            g0 = nt[(nt.alpha == a) & (nt.eps == eps)]
+            for P in Ps:
+                g = g0[g0.P == P].sort_values("T")
+                col = p_color(P, Ps)
+                gi = g[g.status == "interior"]
+                ax.errorbar(
+                    gi["T"],
+                    gi.N_star,
+                    yerr=[gi.N_star - gi.N_lo, gi.N_hi - gi.N_star],
+                    fmt="o-",
+                    color=col,
+                    ms=4,
+                    lw=1,
+                    capsize=2,
+                    label=f"P={P}",
+                )
+                gc = g[g.status == "capped"]
+                ax.plot(gc["T"], gc.n, "o", mfc="none", color=col, ms=6)
+                go = g[g.status == "osa_suffices"]
+                ax.plot(go["T"], np.ones(len(go)), "v", color=col, ms=5)
+                Ts = np.array(sorted(g["T"].unique()), float)
+                if Ts.size:
+                    ax.plot(
+                        Ts,
+                        np.sqrt(P * Ts),
+                        **cp.THEORY_STYLE,
+                        label="sqrt(P T)" if P == Ps[0] else None,
+                    )
+                    ax.plot(
+                        Ts,
+                        Ts // P,
+                        color=col,
+                        linestyle=":",
+                        linewidth=0.9,
+                        label="n = T/P" if P == Ps[0] else None,
+                    )
+            ax.set(
+                xscale="log",
+                yscale="log",
+                xlabel="T (stochastic gradients)",
+                ylabel=f"N*(eps={eps}) (rounds)",
+                title=f"alpha={a}, eps={eps}",
+            )
+    cp.legend_outside(axes[0, -1], where="right")
+    fig.text(
+        0.99,
+        0.02,
+        "open circles: capped (every N < n fails; plotted at n)\ntriangles: OSA suffices (N* = 1)",
+        ha="right",
+        fontsize=8,
+    )
+    fig.suptitle(
+        "Rounds N* for err(N) <= (1+eps) err(MBA), evenly spaced rounds; logistic d=2, C L=2, "
+        "theta0=0 (95 % parametric-bootstrap intervals)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_sqrt_pt(df: pd.DataFrame, path: Path) -> Path:
+    """Left: ``err(ceil(sqrt(P T)))/err(MBA)`` against ``T`` (alpha = 0.75, a colour per
+    ``P``, capped cells omitted).  Right: ``err(OSA)/err(MBA)`` of least squares (exact)
+    against logistic regression (alpha = 0.75, P = 16 and P = 4)."""
+    from analyses.local_sgd_large_steps import osa_table, sqrt_pt_table
+
+    plt = _plt()
+    sq = sqrt_pt_table(df)
+    alphas = sorted(sq.alpha.unique())
+    fig, axes = plt.subplots(1, len(alphas) + 1, figsize=(4.4 * (len(alphas) + 1), 4.4))
+    Ps = sorted(sq.P.unique())
+    for ax, a in zip(axes, alphas, strict=False):
+        for P in Ps:
+            g = sq[(sq.alpha == a) & (sq.P == P) & (sq.status == "below_n")].sort_values("T")
+            if g.empty:
+                continue
+            _errbar(ax, g["T"], g.ratio, g.se, fmt="o-", color=p_color(P, Ps), label=f"P={P}")
+        for eps in st.EPS:
+            ax.axhline(1 + eps, **cp.REFERENCE_STYLE)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set(
+            xscale="log",
+            xlabel="T (stochastic gradients)",
+            ylabel="err(N=ceil(sqrt(PT))) / err(MBA)",
+            title=f"alpha={a}",
+        )
+    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.2))
+    ax = axes[-1]
+    o = osa_table(df)
+    ls = df[(df.problem == "least_squares") & (df.schedule == "osa")]
+    for P, mk in ((4, "o"), (16, "s")):
+        g = o[(o.alpha == 0.75) & (o.P == P)].sort_values("T")
+        if not g.empty:
+            _errbar(
+                ax,
+                g["T"],
+                g.ratio_to_mba - 1,
+                g.ratio_se,
+                fmt=mk + "-",
+                color=cp.color("osa"),
+                label=f"logistic C L=2, P={P} (Monte Carlo)",
+            )
+        for k, ((cl, tn), h) in enumerate(ls[ls.P == P].groupby(["CL", "theta_norm"])):
+            h = h.sort_values("T")
+            ax.plot(
+                h["T"],
+                h.ratio_to_mba - 1,
+                mk + "--",
+                ms=3,
+                lw=1,
+                color=["0.75", "0.55", "0.35", "0.1"][k % 4],
+                label=f"LS exact, C L={cl:.2f}, ||theta*||={tn:g}, P={P}",
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="T (stochastic gradients)",
+        ylabel="err(OSA) / err(MBA) - 1",
+        title="least squares (exact) vs logistic, alpha=0.75",
+    )
+    cp.legend_outside(ax, where="right")
+    fig.suptitle(
+        "Do sqrt(PT) evenly spaced rounds suffice? (logistic d=2, C L=2, theta0=0; grey dotted: "
+        "1+eps) and the least-squares contrast",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def savings_text(v: float) -> str:
+    return f"{(1 - v) * 100:.0f} %" if math.isfinite(v) else "-"

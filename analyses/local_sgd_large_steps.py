@@ -1,0 +1,364 @@
+"""Local-SGD where communication matters: online logistic regression with large steps.
+
+Setting (issue "Local-SGD where communication matters", item 3a): online well-specified
+logistic regression, Gaussian design, ``d = 2``, ``h = (1, 1)``, ``theta* = (1, 1)/sqrt(2)``,
+``theta0 = 0``, steps ``gamma_k = C k^-alpha`` with ``C L = 2`` (``L = max h / 4``), ``alpha``
+in {0.6, 0.75, 0.9}, ``T`` in {1e3, ..., 1e6} gradients, ``P`` in {2, ..., 32} workers, ``n =
+floor(T / P)`` local steps, batch 1.  Variations at ``alpha = 0.75`` on ``T`` in {1e3, 1e4,
+1e5}, ``P`` in {4, 16}: ``C L`` in {0.5, 1, 4}, ``||theta*|| = 3``, ``d = 5`` (flat spectrum;
+the ``1/i`` spectrum and the start at ``theta*`` are in ``local_sgd_variations``, whose rows the
+columns below cannot tell apart).  Contrast (item 3c): least squares with the exact engine,
+same ``d``, ``h``, ``sigma = 1``, ``theta0 = 0``, ``||theta*||`` in {1, 10}, ``C = 0.5`` and
+``0.9`` times the mean-square stability limit, ``alpha = 0.75``.
+
+Every cell is one :func:`convkit.simulate` call with all schedules on common random numbers
+(``analyses/_local_sgd_cells.py``): MBA, OSA, evenly spaced rounds (powers of 4 and
+``ceil(sqrt(P T))``) and the growing-gap families of ``local_sgd_schedules``.  Cells with
+``n > 40 000`` local steps are not simulated (the per-step cost of the engine; listed in the
+checks).  Error: ``||theta_bar - theta*||^2_{H*}``, Polyak-Ruppert average over steps ``1..n``.
+
+Reported (checks and figures, all from the CSV):
+
+* ``err(OSA)/err(MBA)`` per cell with its paired (delta-method) SE; the exponents of
+  ``err(OSA)/err(MBA) - 1`` in ``T`` and ``P`` (joint weighted log-log fit per ``alpha``)
+  against the large-step model (:func:`convkit.bounds.local_sgd_large_steps.model_exponents`:
+  ``1 - 2 alpha`` and ``2 alpha``), with no decay (0) as the alternative;
+* ``N*(eps)``, ``eps`` in {0.1, 0.25}, with bootstrap intervals and statuses
+  (``analyses/_local_sgd_stats.py``); its exponents in ``T`` and ``P`` with the ``n``-capped
+  cells excluded, against the model and against the ``sqrt(P T)`` reading (1/2, 1/2), and how
+  the fit moves when only cells with ``N* <= n / kappa`` (``kappa`` in {1, 2, 4}) are kept;
+* ``err(N = ceil(sqrt(P T)))/err(MBA)``: do ``sqrt(P T)`` rounds suffice?
+
+Replicates: 512 (``T <= 3e3``), 256 (``1e4 <= T <= 3e4``), 128 (``1e5``), 64 (``T >= 3e5``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analyses import _local_sgd_cells as cells
+from analyses import _local_sgd_stats as st
+from convkit import verdicts as V
+
+TITLE = (
+    "Local-SGD with large steps (logistic regression, C L = 2, theta0 = 0): err(OSA)/err(MBA), "
+    "N*(eps) and sqrt(PT) rounds against T and P; least squares as the contrast"
+)
+#: Caps of the N* fits: only interior cells with ``N* <= n / kappa``.
+KAPPAS = (1.0, 2.0, 4.0)
+
+
+def _cells(quick: bool) -> list[cells.Cell]:
+    var = [c for c in cells.variation_cells(quick) if c.spectrum == "flat" and c.start == "zero"]
+    return cells.base_cells(quick) + var + cells.ls_cells(quick)
+
+
+def run(quick: bool = False, cell_list: list[cells.Cell] | None = None) -> pd.DataFrame:
+    """Rows of every cell (columns exactly :data:`analyses._local_sgd_cells.COLUMNS`;
+    schedules ``mba, osa, even, quadratic, geometric, adaptive, best``)."""
+    df = cells.cells_frame(cell_list if cell_list is not None else _cells(quick))
+    df = df[df.schedule.isin(cells.SCHEDULES)]
+    return df[cells.COLUMNS].reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------ selections
+def base(df: pd.DataFrame) -> pd.DataFrame:
+    """Base logistic setting (d = 2, ||theta*|| = 1, C L = 2)."""
+    return df[(df.problem == "logistic") & (df.d == 2) & (df.theta_norm == 1.0) & (df.CL == 2.0)]
+
+
+def osa_table(df: pd.DataFrame) -> pd.DataFrame:
+    """``err(OSA)/err(MBA)`` rows of the base setting."""
+    return base(df)[base(df).schedule == "osa"].sort_values(["alpha", "T", "P"])
+
+
+def ratio_fit(df: pd.DataFrame, alpha: float) -> dict[str, Any]:
+    """Joint fit of ``err(OSA)/err(MBA) - 1`` in ``T`` and ``P`` (base setting)."""
+    o = osa_table(df)
+    o = o[o.alpha == alpha]
+    return st.power_fit(o["T"], o["P"], o.ratio_to_mba - 1.0, o.ratio_se)
+
+
+def nstar_fit(nt: pd.DataFrame, alpha: float, eps: float, kappa: float = 1.0) -> dict[str, Any]:
+    """Joint fit of ``N*`` in ``T`` and ``P`` over interior cells with ``N* <= n / kappa``
+    (weights from the bootstrap ``se(log N*)``)."""
+    g = nt[(nt.alpha == alpha) & (nt.eps == eps) & (nt.status == "interior")]
+    g = g[g.N_star <= g.n / kappa]
+    return st.power_fit(g["T"], g["P"], g.N_star, g.N_star * g.se_log)
+
+
+def sqrt_pt_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per base cell: ``N = ceil(sqrt(P T))``, whether it is below ``n`` (else capped: it would be
+    MBA) and ``err(N)/err(MBA)`` with its paired SE."""
+    b = base(df)
+    rows = []
+    for (a, T, P), g in b.groupby(["alpha", "T", "P"]):
+        n = int(g.n.iloc[0])
+        N = math.ceil(math.sqrt(P * T))
+        e = g[(g.schedule == "even") & (g.N == N)]
+        if N >= n or e.empty:
+            rows.append(dict(alpha=a, T=T, P=P, n=n, N=N, status="capped", ratio=1.0, se=0.0))
+        else:
+            rows.append(
+                dict(
+                    alpha=a,
+                    T=T,
+                    P=P,
+                    n=n,
+                    N=N,
+                    status="below_n",
+                    ratio=float(e.ratio_to_mba.iloc[0]),
+                    se=float(e.ratio_se.iloc[0]),
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def nstar(df: pd.DataFrame) -> pd.DataFrame:
+    """N* table of the base setting (see :func:`analyses._local_sgd_stats.nstar_table`)."""
+    return st.nstar_table(base(df))
+
+
+# ------------------------------------------------------------------------------ checks
+def _model(alpha: float) -> dict[str, float]:
+    from convkit.bounds.local_sgd_large_steps import model_exponents
+
+    return model_exponents(alpha)
+
+
+def _exp_row(result, setting, fit, var, claimed, alternatives, extra="") -> dict[str, Any]:
+    iv = fit["intervals"][var]
+    if not np.isfinite(fit["slopes"][var]):
+        verdict, reason = V.NOT_IDENTIFIABLE, f"too few points to fit ({fit['n_points']})"
+        measured = f"{fit['n_points']} points"
+    else:
+        verdict, reason = V.exponent_verdict(iv, claimed, alternatives=alternatives)
+        measured = (
+            f"{fit['slopes'][var]:.2f} {st.fmt_interval(iv)} "
+            f"(chi2/dof {fit['chi2_dof']:.1f}, {fit['n_points']} cells{extra})"
+        )
+    return dict(
+        result=result,
+        setting=setting,
+        measured=measured,
+        theoretical=round(float(claimed), 4),
+        verdict=verdict,
+        reason=reason,
+    )
+
+
+def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Exponents of the OSA gap and of N* against the model and the sqrt(PT) reading; N*
+    statuses; sqrt(PT) sufficiency; the least-squares contrast."""
+    out: list[dict[str, Any]] = []
+    o = osa_table(df)
+    setting0 = "logistic, d=2, h=(1,1), ||theta*||=1, C L=2, theta0=0"
+    for a in sorted(o.alpha.unique()):
+        m = _model(a)
+        f = ratio_fit(df, a)
+        for var, key in (("T", "ratio_T"), ("P", "ratio_P")):
+            out.append(
+                _exp_row(
+                    f"exponent of err(OSA)/err(MBA) - 1 in {var} (large-step model)",
+                    f"{setting0}, alpha={a}, joint fit in T and P over {f['n_points']} cells",
+                    f,
+                    var,
+                    m[key],
+                    (0.0,),
+                )
+            )
+        g = o[o.alpha == a]
+        z = (g.ratio_to_mba - 1) / g.ratio_se
+        out.append(
+            dict(
+                result="one-shot averaging is worse than MBA (err(OSA)/err(MBA) > 1)",
+                setting=f"{setting0}, alpha={a}, {len(g)} (T, P) cells",
+                measured=(
+                    f"ratio {g.ratio_to_mba.min():.2f}-{g.ratio_to_mba.max():.2f}; "
+                    f"> 1 by > 3 paired SE in {int((z > 3).sum())}/{len(g)} cells"
+                ),
+                theoretical="> 1",
+                verdict=V.HOLDS if bool((z > 3).all()) else V.MEASURED,
+                reason=f"{int((z > 3).sum())} of {len(g)} cells resolve the gap (z > 3)",
+            )
+        )
+    nt = nstar(df)
+    for a in sorted(nt.alpha.unique()) if not nt.empty else []:
+        m = _model(a)
+        for eps in st.EPS:
+            g = nt[(nt.alpha == a) & (nt.eps == eps)]
+            counts = g.status.value_counts().to_dict()
+            f = nstar_fit(nt, a, eps)
+            moves = []
+            for kappa in KAPPAS:
+                fk = nstar_fit(nt, a, eps, kappa)
+                moves.append(
+                    f"kappa={kappa:g}: T {fk['slopes']['T']:.2f}, P {fk['slopes']['P']:.2f} "
+                    f"({fk['n_points']} cells)"
+                )
+            extra = "; cap N* <= n/kappa: " + "; ".join(moves)
+            stat = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            for var, key in (("T", "nstar_T"), ("P", "nstar_P")):
+                sett = f"{setting0}, alpha={a}, eps={eps}, interior cells ({stat})"
+                out.append(
+                    _exp_row(
+                        f"exponent of N* in {var} (large-step model)",
+                        sett,
+                        f,
+                        var,
+                        m[key],
+                        (0.5,),
+                        extra,
+                    )
+                )
+                out.append(
+                    _exp_row(
+                        f"exponent of N* in {var} (sqrt(PT) reading)",
+                        sett,
+                        f,
+                        var,
+                        0.5,
+                        (m[key],),
+                    )
+                )
+    sq = sqrt_pt_table(df)
+    for eps in st.EPS:
+        below = sq[sq.status == "below_n"]
+        if below.empty:
+            continue
+        zc = float(_bonferroni_z(len(below)))
+        excess = (below.ratio - 1 - eps) / below.se.where(below.se > 0, np.nan)
+        fail = int((excess > zc).sum())
+        ok = int((excess < -zc).sum())
+        worst = below.loc[below.ratio.idxmax()]
+        out.append(
+            dict(
+                result=f"sqrt(PT) evenly spaced rounds suffice (err <= (1+{eps}) err(MBA))",
+                setting=(
+                    f"{setting0}, N=ceil(sqrt(PT)) < n in {len(below)} cells "
+                    f"(capped at n in {int((sq.status == 'capped').sum())})"
+                ),
+                measured=(
+                    f"ratio {below.ratio.min():.2f}-{below.ratio.max():.2f} (worst alpha="
+                    f"{worst.alpha}, T={int(worst['T'])}, P={int(worst.P)}); above 1+eps: {fail}, "
+                    f"below: {ok} (Bonferroni |z| > {zc:.2f})"
+                ),
+                theoretical=f"<= {1 + eps}",
+                verdict=V.VIOLATED if fail else (V.HOLDS if ok == len(below) else V.INCONCLUSIVE),
+                reason=(
+                    f"{fail} of {len(below)} cells exceed 1+eps beyond the Bonferroni bound"
+                    if fail
+                    else f"{ok} of {len(below)} cells resolved below 1+eps"
+                ),
+            )
+        )
+    ls = df[(df.problem == "least_squares") & (df.schedule == "osa")]
+    if not ls.empty:
+        for (cl, tn), g in ls.groupby(["CL", "theta_norm"]):
+            lg = osa_table(df)
+            lg = lg[lg.alpha == 0.75]
+            out.append(
+                dict(
+                    result="least squares: err(OSA)/err(MBA) (exact) against logistic",
+                    setting=(
+                        f"LS d=2, h=(1,1), sigma=1, ||theta*||={tn:g}, theta0=0, C L={cl:.3f} "
+                        f"({cl / cells.ls_stability_CL():.2f} x stability limit), alpha=0.75, "
+                        f"{len(g)} cells"
+                    ),
+                    measured=(
+                        f"LS {g.ratio_to_mba.min():.3f}-{g.ratio_to_mba.max():.3f}; logistic "
+                        f"(C L=2) {lg.ratio_to_mba.min():.2f}-{lg.ratio_to_mba.max():.2f}"
+                    ),
+                    theoretical="LS: OSA = MBA in expectation up to the bias-transient term",
+                    verdict=V.MEASURED,
+                    reason="exact values; LS keeps only the early transient of the bias",
+                )
+            )
+    sk = cells.skipped(False)
+    if sk:
+        for why in sorted({w for *_, w in sk}):
+            part = [(a, T, P) for a, T, P, w in sk if w == why]
+            out.append(
+                dict(
+                    result="grid coverage of the full run (cells not simulated)",
+                    setting=(
+                        f"n = T/P > {cells.N_MAX} local steps"
+                        if why.startswith("n")
+                        else f"alpha != 0.75 with T > {cells.ALPHA_T_MAX:g}"
+                    ),
+                    measured=", ".join(f"(a={a}, T={T:g}, P={P})" for a, T, P in part),
+                    theoretical="-",
+                    verdict=V.MEASURED,
+                    reason=f"{len(part)} of {len(cells.ALPHAS) * 35} base cells left out",
+                )
+            )
+    return out
+
+
+def _bonferroni_z(m: int, level: float = 0.05) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(1 - level / (2 * max(m, 1))))
+
+
+# ------------------------------------------------------------------------------ facts
+def facts(data: pd.DataFrame) -> dict[str, str]:
+    """README numbers (key -> formatted string) from the CSV data."""
+    o = osa_table(data)
+    out: dict[str, str] = {}
+    if o.empty:
+        return out
+    out["osa_ratio_min"] = f"{o.ratio_to_mba.min():.2f}"
+    out["osa_ratio_max"] = f"{o.ratio_to_mba.max():.1f}"
+    for a in sorted(o.alpha.unique()):
+        g = o[o.alpha == a]
+        for (T, P), v in g.set_index(["T", "P"]).ratio_to_mba.items():
+            out[f"osa_ratio_a{a}_T{int(T)}_P{int(P)}"] = f"{v:.2f}"
+        f = ratio_fit(data, a)
+        for var in ("T", "P"):
+            out[f"ratio_slope_{var}_a{a}"] = f"{f['slopes'][var]:.2f}"
+            out[f"ratio_slope_{var}_a{a}_ci"] = st.fmt_interval(f["intervals"][var])
+            out[f"ratio_slope_{var}_a{a}_model"] = f"{_model(a)[f'ratio_{var}']:.2f}"
+    nt = nstar(data)
+    for a in sorted(nt.alpha.unique()) if not nt.empty else []:
+        for eps in st.EPS:
+            f = nstar_fit(nt, a, eps)
+            g = nt[(nt.alpha == a) & (nt.eps == eps)]
+            out[f"nstar_interior_a{a}_eps{eps}"] = f"{int((g.status == 'interior').sum())}"
+            out[f"nstar_cells_a{a}_eps{eps}"] = f"{len(g)}"
+            for var in ("T", "P"):
+                out[f"nstar_slope_{var}_a{a}_eps{eps}"] = f"{f['slopes'][var]:.2f}"
+                out[f"nstar_slope_{var}_a{a}_eps{eps}_ci"] = st.fmt_interval(f["intervals"][var])
+    sq = sqrt_pt_table(data)
+    below = sq[sq.status == "below_n"]
+    if not below.empty:
+        out["sqrt_pt_cells"] = f"{len(below)}"
+        out["sqrt_pt_ratio_min"] = f"{below.ratio.min():.2f}"
+        out["sqrt_pt_ratio_max"] = f"{below.ratio.max():.2f}"
+        out["sqrt_pt_above_1.1"] = f"{int((below.ratio > 1.1).sum())}"
+    ls = data[(data.problem == "least_squares") & (data.schedule == "osa")]
+    if not ls.empty:
+        out["ls_osa_ratio_max"] = f"{ls.ratio_to_mba.max():.3f}"
+        out["ls_osa_ratio_min"] = f"{ls.ratio_to_mba.min():.3f}"
+    return out
+
+
+# ------------------------------------------------------------------------------ plots
+def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
+    """Three figures: the OSA gap against ``T`` and ``P``; ``N*`` against ``T`` with the
+    ``sqrt(P T)`` reading and ``n``; ``sqrt(P T)`` sufficiency and the least-squares
+    contrast."""
+    from analyses import _local_sgd_plots as lp
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    return [
+        lp.plot_osa_gap(df, outdir / "local_sgd_large_steps_gap.png"),
+        lp.plot_nstar(df, outdir / "local_sgd_large_steps_nstar.png"),
+        lp.plot_sqrt_pt(df, outdir / "local_sgd_large_steps_sqrtpt.png"),
+    ]

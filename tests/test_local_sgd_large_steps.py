@@ -1,0 +1,217 @@
+"""Local-SGD large-step analyses: cells, statistics, CSV columns and check rows.
+
+The analyses run on tiny cell lists by default (a few seconds); ``CONVKIT_FULL=1`` runs their
+quick mode instead.  Every cell goes to a temporary cache directory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import convkit as ck
+from analyses import _local_sgd_cells as cells
+from analyses import _local_sgd_stats as st
+from analyses import local_sgd_large_steps as ls
+from analyses import local_sgd_schedules as sch
+from analyses import local_sgd_variations as var
+from convkit.verdicts import VERDICTS
+
+FULL = os.environ.get("CONVKIT_FULL") == "1"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONVKIT_CELL_CACHE", str(tmp_path / "cells"))
+
+
+def _tiny() -> list[cells.Cell]:
+    return [
+        cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=64),
+        cells.Cell("least_squares", 2, "flat", 10.0, 0.45, 0.75, 1000, 4, replicates=0),
+    ]
+
+
+def _roundtrip(df: pd.DataFrame, tmp_path, name: str) -> pd.DataFrame:
+    path = tmp_path / f"{name}.csv"
+    df.to_csv(path, index=False)
+    return pd.read_csv(path)
+
+
+def _well_formed(rows: list[dict]) -> None:
+    assert rows
+    for r in rows:
+        assert {"result", "setting", "measured", "theoretical", "verdict", "reason"} <= set(r)
+        assert r["verdict"] in VERDICTS
+        for k in ("measured", "theoretical", "reason", "setting"):
+            assert r[k] is not None
+            assert "np.float64" not in str(r[k]) and "None" not in str(r[k])
+        assert not isinstance(r["theoretical"], np.floating)
+
+
+# ------------------------------------------------------------------------------ schedules
+@pytest.mark.parametrize("n,N,p", [(100, 16, 2.0), (1000, 64, 3.0), (37, 16, 4.0), (500, 7, 1.5)])
+def test_power_positions_match_library_and_formula(n, N, p):
+    pos = cells.power_positions(n, N, p)
+    ref = sorted({min(n, math.ceil(n * (j / N) ** p - 1e-12)) for j in range(1, N + 1)} | {n})
+    assert list(pos) == ref
+    assert pos[-1] == n and len(set(pos)) == len(pos)
+    lib = ck.schedules.PowerRounds(N, p).steps(n)
+    assert list(lib) == list(pos)
+
+
+@pytest.mark.parametrize("n,N", [(100, 16), (6250, 64), (31, 16)])
+def test_geometric_positions_match_library(n, N):
+    pos = cells.geometric_positions(n, N)
+    assert list(ck.schedules.GeometricRounds(N).steps(n)) == list(pos)
+    assert pos[-1] == n
+
+
+def test_even_grid_and_cell_validation():
+    c = cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 10_000, 4)
+    g = cells.even_grid(c)
+    assert g == sorted(set(g)) and all(1 < N < c.n for N in g)
+    assert math.ceil(math.sqrt(4 * 10_000)) in g and 1250 in g and 313 in g
+    with pytest.raises(ValueError, match="problem"):
+        cells.Cell("ridge", 2, "flat", 1.0, 2.0, 0.75, 1000, 4)
+    with pytest.raises(ValueError, match="alpha"):
+        cells.Cell("logistic", 2, "flat", 1.0, 2.0, 1.5, 1000, 4)
+    with pytest.raises(ValueError, match="T = 2"):
+        cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 2, 4)
+
+
+# ------------------------------------------------------------------------------ statistics
+def test_paired_ratio_delta_method_exact_cases():
+    rng = np.random.default_rng(0)
+    b = rng.exponential(size=1000)
+    r, s = cells.paired_ratio(b, b)
+    assert r == 1.0 and s == pytest.approx(0.0, abs=1e-15)
+    r, s = cells.paired_ratio(3.0 * b, b)  # exactly proportional: ratio 3, zero paired SE
+    assert r == pytest.approx(3.0, rel=1e-14) and s == pytest.approx(0.0, abs=1e-12)
+    a = b + rng.normal(size=1000)
+    r, s = cells.paired_ratio(a, b)
+    ref = np.std(a - r * b, ddof=1) / np.sqrt(1000) / b.mean()
+    assert s == pytest.approx(ref, rel=1e-12)
+
+
+def test_paired_ratio_se_is_calibrated():
+    """Across 400 independent data sets the delta-method SE matches the spread of the ratio
+    (tolerance from the sampling error of a standard deviation, about 1/sqrt(2 * 400))."""
+    rng = np.random.default_rng(1)
+    R, M = 200, 400
+    b = rng.exponential(size=(M, R))
+    a = 1.5 * b * rng.gamma(4.0, 0.25, size=(M, R))
+    rs = np.array([cells.paired_ratio(a[i], b[i]) for i in range(M)])
+    spread = rs[:, 0].std(ddof=1)
+    assert abs(rs[:, 1].mean() / spread - 1) < 4 / math.sqrt(2 * M)
+
+
+def test_power_fit_recovers_exact_exponents():
+    T = np.repeat([1e3, 1e4, 1e5], 3)
+    P = np.tile([2.0, 8.0, 32.0], 3)
+    y = 3.0 * T**-0.5 * P**1.5
+    f = st.power_fit(T, P, y, 1e-3 * y)
+    assert f["slopes"]["T"] == pytest.approx(-0.5, abs=1e-9)
+    assert f["slopes"]["P"] == pytest.approx(1.5, abs=1e-9)
+    lo, hi = f["intervals"]["T"]
+    assert lo < -0.5 < hi and hi - lo < 0.01
+
+
+def test_nstar_table_on_a_known_curve():
+    n = 1000
+    N = np.array([1, 4, 16, 64, 256, 500, n])
+    ratio = np.array([3.0, 2.5, 1.8, 1.3, 1.05, 1.02, 1.0])
+    base = dict(problem="logistic", d=2, theta_norm=1.0, CL=2.0, alpha=0.75, T=4000, P=4, n=n)
+    sched = ["osa"] + ["even"] * 5 + ["mba"]
+    df = pd.DataFrame(
+        [
+            dict(base, schedule=s, N=k, ratio_to_mba=r, ratio_se=1e-4)
+            for s, k, r in zip(sched, N, ratio, strict=True)
+        ]
+    )
+    nt = st.nstar_table(df)
+    row = nt[nt.eps == 0.1].iloc[0]
+    assert row.status == "interior"
+    # log-interpolated crossing of 1.1 between N = 64 (1.3) and 256 (1.05)
+    t = (1.3 - 1.1) / (1.3 - 1.05)
+    assert row.N_star == pytest.approx(math.exp(math.log(64) + t * math.log(4)), rel=1e-9)
+    assert row.N_lo <= row.N_star <= row.N_hi
+    df.loc[df.schedule == "even", "ratio_to_mba"] = 2.0  # every N < n fails
+    assert set(st.nstar_table(df).status) == {"capped"}
+
+
+# ------------------------------------------------------------------------------ analyses
+@pytest.mark.slow
+def test_analyses_run_columns_and_checks(tmp_path):
+    lst = None if FULL else _tiny()
+    df = _roundtrip(ls.run(quick=True, cell_list=lst), tmp_path, "ls")
+    assert list(df.columns) == cells.COLUMNS
+    assert set(df.schedule) <= set(cells.SCHEDULES)
+    assert {"mba", "osa", "even", "quadratic", "geometric", "adaptive", "best"} <= set(df.schedule)
+    assert set(df.problem) == {"logistic", "least_squares"}
+    mba = df[df.schedule == "mba"]
+    assert (mba.ratio_to_mba == 1.0).all() and (mba.N == mba.n).all()
+    lsq = df[df.problem == "least_squares"]
+    assert (lsq.replicates == 0).all() and (lsq.err_se == 0).all() and (lsq.ratio_se == 0).all()
+    assert not df.duplicated(
+        ["problem", "d", "theta_norm", "CL", "alpha", "T", "P", "schedule", "N"]
+    ).any()
+    assert (df.rounds <= df.N).all()
+    # small statistical assertion: at T = 1000, P = 8 one-shot averaging is worse than MBA by
+    # far more than 3 paired SE (measured ratio about 23 at 512 replicates)
+    osa = df[
+        (df.problem == "logistic") & (df.schedule == "osa") & (df.P == 8) & (df["T"] == 1000)
+    ].iloc[0]
+    assert (osa.ratio_to_mba - 1) / osa.ratio_se > 3
+    _well_formed(ls.checks(df))
+    facts = ls.facts(df)
+    assert facts and all(isinstance(v, str) for v in facts.values())
+
+    sd = _roundtrip(sch.run(quick=True, cell_list=lst), tmp_path, "sch")
+    assert list(sd.columns) == sch.OUT_COLUMNS
+    assert (sd.ratio_to_even > 0).all()
+    _well_formed(sch.checks(sd))
+    assert sch.facts(sd)
+
+    vlist = (
+        lst
+        if lst is None
+        else [
+            cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 4, replicates=32),
+            cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 4, start="star", replicates=32),
+        ]
+    )
+    vd = _roundtrip(var.run(quick=True, cell_list=vlist), tmp_path, "var")
+    assert list(vd.columns) == cells.COLUMNS + ["spectrum", "start", "variant"]
+    assert {"base (C L=2)", "start at theta*"} <= set(vd.variant)
+    _well_formed(var.checks(vd))
+    files = ls.plot(df, tmp_path) + sch.plot(sd, tmp_path) + var.plot(vd, tmp_path)
+    assert all(p.exists() and p.stat().st_size > 10_000 for p in files)
+
+
+def test_common_random_numbers_within_a_cell():
+    """P = 1: every schedule is plain SGD, so all rows of a cell agree bit for bit (the same
+    draws for every configuration)."""
+    c = cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 200, 1, replicates=16)
+    f = cells.logistic_cell(c)
+    f = f[f.schedule != "best"]
+    assert np.all(f.err.to_numpy() == f.err.iloc[0])
+    assert np.all(f.ratio_to_mba.to_numpy() == 1.0)
+
+
+def test_vectorized_crossings_match_find_threshold():
+    from convkit.checks import find_threshold
+
+    rng = np.random.default_rng(3)
+    N = np.array([1.0, 4, 16, 64, 256, 1000])
+    draws = 1 + np.abs(rng.normal(0, 0.3, size=(200, 6))) * np.linspace(1, 0, 6)[None, :]
+    draws[:7] = 1.05  # holds everywhere
+    est = st.crossings(N, draws, 0.1)
+    for b in range(draws.shape[0]):
+        th = find_threshold(N, draws[b], np.zeros(6), eps=0.1, mode="ratio")
+        ref = th.estimate if th.estimate is not None else N[-1]
+        assert est[b] == pytest.approx(ref, rel=1e-12)
