@@ -28,6 +28,7 @@ from convkit.algorithms.decentralized import DeepSqueeze
 from convkit.algorithms.feedback import ErrorFeedbackSGD
 from convkit.checks import fit_exponent
 from convkit.compression import TopK
+from convkit.plotting import REFERENCE_STYLE, THEORY_STYLE, color, legend_outside, plain
 from convkit.topology import ring
 
 TITLE = "Error memory vs step size: EF-SGD (O(gamma^2)) vs DeepSqueeze (model-sized), top-k"
@@ -99,37 +100,40 @@ def _fit(data: pd.DataFrame, kind: str):
 
 def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
     ax = axes[0]
-    for i, (kind, name) in enumerate(KINDS.items()):
+    for kind, name in KINDS.items():
         st = data[(data.what == "stationary") & (data.kind == kind)].sort_values("gamma")
         fit = _fit(data, kind)
-        ax.errorbar(st["gamma"], st["mean"], yerr=2 * st["se"], fmt="o", color=f"C{i}", capsize=3)
+        col = color("EF-SGD" if kind == "ef" else "DeepSqueeze")
+        ax.errorbar(st["gamma"], st["mean"], yerr=1.96 * st["se"], fmt="o", color=col, capsize=3)
         gg = np.geomspace(st["gamma"].min(), st["gamma"].max(), 20)
         ax.plot(
             gg,
             np.exp(fit.intercept) * gg**fit.slope,
-            color=f"C{i}",
+            color=col,
             label=f"{name}: slope {fit.slope:.3f} [{fit.interval[0]:.3f}, {fit.interval[1]:.3f}]",
         )
+        if kind == "ef":  # theory: O(gamma^2), drawn through the fit at the middle step
+            g0 = float(np.sqrt(gg[0] * gg[-1]))
+            ax.plot(
+                gg,
+                np.exp(fit.intercept) * g0**fit.slope * (gg / g0) ** 2,
+                label="theory: EF-SGD memory ~ gamma^2",
+                **THEORY_STYLE,
+            )
     ax.axhline(
-        float(data["theta_star_norm2"].iloc[0]),
-        color="k",
-        ls=":",
-        lw=0.8,
-        label=r"$\|\theta^*\|^2$",
+        float(data["theta_star_norm2"].iloc[0]), label=r"$\|\theta^*\|^2$", **REFERENCE_STYLE
     )
     ax.set(
         xscale="log",
         yscale="log",
         xlabel=r"step size $\gamma$",
-        ylabel=r"memory $\frac{1}{P}\sum_i\|e_i\|^2$ (2nd half average, ±2 SE)",
+        ylabel=r"memory $\frac{1}{P}\sum_i\|e_i\|^2$ (2nd half average, 95%)",
         title="stationary memory; lines: weighted log-log fits (95% interval)",
     )
-    ax.legend(fontsize=8)
+    legend_outside(ax, where="below", ncol=1, bbox_to_anchor=(0.5, -0.18))
     ax = axes[1]
     cmap = plt.get_cmap("viridis")
     for j, g in enumerate(GAMMAS):
@@ -147,7 +151,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         ylabel="memory",
         title="memory over time: EF-SGD solid, DeepSqueeze dashed",
     )
-    ax.legend(fontsize=7, ncol=2)
+    legend_outside(ax, where="below", ncol=3, bbox_to_anchor=(0.5, -0.18))
     n, R = int(data["steps"].iloc[0]), int(data["replicates"].iloc[0])
     fig.suptitle(
         TITLE + f"; LS d={D}, P={P}, k/d={FRACTION}, eta={ETA}, start at theta*, n={n}, R={R}",
@@ -155,7 +159,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     )
     fig.tight_layout()
     path = outdir / "error_memory.png"
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return [path]
 
@@ -200,4 +204,14 @@ def checks(data: pd.DataFrame) -> list[dict]:
             **_verdict(V.exponent_verdict(ds.interval, 0.0, side="at_least")),
         }
     )
+    return out
+
+
+def facts(data: pd.DataFrame) -> dict[str, str]:
+    """Fitted memory slopes in gamma (EF-SGD, DeepSqueeze) with their 95 % intervals."""
+    out = {}
+    for kind in KINDS:
+        f = _fit(data, kind)
+        out[f"{kind}_slope"] = f"{plain(f.slope, 3)}"
+        out[f"{kind}_interval"] = f"[{plain(f.interval[0], 3)}, {plain(f.interval[1], 3)}]"
     return out
