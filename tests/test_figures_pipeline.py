@@ -26,7 +26,7 @@ def test_jobs_give_the_same_outputs_as_serial(tmp_path):
     ca = json.loads((a / "checks.json").read_text())
     cb = json.loads((b / "checks.json").read_text())
     assert ca == cb and set(ca) == set(TWO)
-    assert "Quick run" in (b / "index.md").read_text()
+    assert "Data of every analysis: quick run" in (b / "index.md").read_text()
 
 
 def test_checks_only_reads_the_committed_data(tmp_path):
