@@ -57,6 +57,7 @@ from convkit.algorithms.decentralized import DeepSqueeze
 from convkit.bounds import fit_constants
 from convkit.bounds import get as get_result
 from convkit.compression import TopK
+from convkit.plotting import color, legend_outside, plain
 from convkit.simulate import DivergenceWarning
 from convkit.topology import complete, ring, torus
 
@@ -240,9 +241,7 @@ def _ticks(ax, values, fmt: str = "%.3g") -> None:
 
 def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     eta = data[data.part == "eta_limit"]
 
@@ -255,11 +254,14 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
             yerr=[ok["eta_star"] - ok["eta_lo"], ok["eta_hi"] - ok["eta_star"]],
             fmt=fmt,
             capsize=4,
+            color=color("DeepSqueeze"),
             label="bisection bracket",
         )
         cen = sub[sub.status == "stable at 1"]
         if len(cen):
-            ax.scatter(cen[x], np.ones(len(cen)), marker="^", s=60, color="C3", label="stable at 1")
+            ax.scatter(
+                cen[x], np.ones(len(cen)), marker="^", s=60, color="0.3", label="stable at 1"
+            )
         for r in ok.itertuples():
             ax.annotate(
                 _short(r) if x == "gap" else f"k/d={r.fraction:g}",
@@ -271,8 +273,8 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"largest stable $\eta$")
         ax.set_ylim(0.1, 1.3)
         _ticks(ax, [0.05, 0.1, 0.2, 0.5, 1.0] if x == "gap" else sub[x])
-        ax.set_title(title)
-        ax.legend(fontsize=8)
+        ax.set_title(title, fontsize=9)
+        legend_outside(ax, where="below", ncol=2, bbox_to_anchor=(0.5, -0.18))
 
     bracket(
         axes[0],
@@ -293,14 +295,16 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     rate = data[data.part == "rate"]
     fits = fit_c2(data).set_index(["P", "fraction"])
     res = get_result("deepsqueeze.rate")
-    for i, ((P, f), g) in enumerate(rate.groupby(["P", "fraction"])):
+    cmap = plt.get_cmap("viridis")
+    groups = list(rate.groupby(["P", "fraction"]))
+    for i, ((P, f), g) in enumerate(groups):
         g = g.sort_values("T")
-        col = f"C{i}"
+        col = cmap(i / max(len(groups) - 1, 1))  # one DeepSqueeze configuration per colour
         fr = fits.loc[(P, f)]
-        ax.errorbar(g["T"], g["mean"], yerr=2 * g["se"], fmt="o", color=col, capsize=3)
+        ax.errorbar(g["T"], g["mean"], yerr=1.96 * g["se"], fmt="o", color=col, capsize=3)
         Tg = np.geomspace(g["T"].min(), g["T"].max(), 50)
         pred = res.evaluate(check=False, T=Tg, n=P, c=fr["c"], C_2=fr["C_2"])
-        ax.plot(Tg, pred, color=col, label=f"P={P}, k/d={f}: C_2={fr['C_2']:.3g}")
+        ax.plot(Tg, pred, color=col, ls="--", label=f"P={P}, k/d={f}: fit, C_2={fr['C_2']:.3g}")
     ax.set(
         xscale="log",
         yscale="log",
@@ -309,11 +313,12 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         title=rf"fit c/sqrt(nT) + C_2/T; $\gamma_T$ = {G0} sqrt(P/T), $\eta$ = {ETA_RATE}",
     )
     _ticks(ax, rate["T"], "%d")
-    ax.legend(fontsize=7)
+    ax.set_title(ax.get_title() + " (95% bars)", fontsize=9)
+    legend_outside(ax, where="below", ncol=2, bbox_to_anchor=(0.5, -0.18))
     fig.suptitle(TITLE, fontsize=9)
     fig.tight_layout()
     path = outdir / "deepsqueeze_stability.png"
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return [path]
 
@@ -538,4 +543,16 @@ def checks(data: pd.DataFrame) -> list[dict]:
             "reported, not judged",
         }
     )
+    return out
+
+
+def facts(data: pd.DataFrame) -> dict[str, str]:
+    """Largest stable eta per configuration and the fitted C_2 per (P, k/d)."""
+    out = {}
+    for r in data[data.part == "eta_limit"].itertuples():
+        key = f"eta_{r.topology}{int(r.P)}_kd{r.fraction:g}".replace(".", "p")
+        out[key] = _fmt_eta(r)
+    for r in fit_c2(data).itertuples():
+        key = f"c2_P{r.P}_kd{r.fraction:g}".replace(".", "p")
+        out[key] = f"{plain(r.C_2, 3)}"
     return out
