@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-full figures bench lint clean
+.PHONY: setup test test-full figures bench lint docs readme clean
 
 setup: $(STAMP)
 
@@ -26,8 +26,14 @@ figures: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
+docs: $(STAMP)
+	$(PY) -m sphinx -b html -W --keep-going docs docs/_build/html
+
+readme: $(STAMP)
+	$(PY) tools/render_readme.py
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check convkit tests analyses benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache docs/_build
