@@ -469,7 +469,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         )
     fits = fit_c2(data).set_index(["P", "fraction"])
     rate = data[data.part == "rate"]
-    Ts = sorted(rate["T"].unique())
+    Ts = [int(t) for t in sorted(rate["T"].unique())]
     Rr = int(rate["replicates"].iloc[0])
     rbase = (
         f"LS d={D}; DeepSqueeze eta={ETA_RATE}, gamma_T={G0} sqrt(P/T), T in {Ts}, R={Rr}; "
