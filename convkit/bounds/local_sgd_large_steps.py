@@ -59,7 +59,12 @@ first relaxation times is a constant, so it adds ``O(1 / n)`` to the bias of the
 OSA keeps: an excess ``~ T n^-2 = P^2 / T`` (``a_T = -1``, ``a_P = 2``).  A mixture of the two
 terms has local slopes between those of each, steeper in ``T`` than ``1 - 2 alpha`` and
 steeper in ``P`` than ``2 alpha``: what the quick Monte Carlo of the base setting shows (the
-``P`` slope exceeds ``2 alpha``).
+``P`` slope exceeds ``2 alpha``).  Full check (``R = 600``, base setting, ``alpha = 0.75``):
+slope in ``T`` (``P = 4``, ``T = 1e3 .. 3e4``) -0.564, 95 % interval [-0.609, -0.518], against
+-0.5; slope in ``P`` (``T = 1e4``, ``P = 2, 4, 8``) 1.78 [1.64, 1.92] against 1.5; ``N*(0.25)``
+(``P = 4``) 347, 570, 662 at ``T = 3e3, 1e4, 3e4`` (capped by ``n`` at ``1e3``): it grows with
+``T`` where the model's ``N*`` falls (``T^-0.5``): the ``N*`` part of the model does not hold
+in this range, where ``err(OSA)/err(MBA) - 1`` is 1 to 8, far from small.
 
 Results: ``local_sgd_large_steps.osa_mba_excess`` and ``local_sgd_large_steps.rounds_needed``
 (scaling laws with unknown constants), both ``derived here`` by
