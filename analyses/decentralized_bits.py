@@ -21,8 +21,10 @@ against 1600 for a full float32 model; QSGD with s = 4 levels costs 232 bits):
 
 Error: excess risk f(x_bar) - f* of the node average at the current step ("last" iterate);
 consensus distance (1/P) sum_i ||x_i - x_bar||^2. Bits: cumulative over the whole network (one
-message per directed edge per step, 32 on the ring; P per step for EF-SGD, the server's
-broadcast not counted). Divergence: the engine's criterion (||x_bar - theta*||^2 above 1e12
+message per directed edge per step, 32 on the ring; for EF-SGD P uploads plus the server's
+broadcast of the averaged update, P downloads of min(d float_bits, P upload bits) bits).
+CHOCO-SGD runs in the paper's order (``order="paper"``, the default: compress
+``x - gamma g - x_hat`` first, mix with the updated copies), public copies starting at x_0. Divergence: the engine's criterion (||x_bar - theta*||^2 above 1e12
 times max(||theta*||^2, 1) or not finite); diverged replicates leave the curves.
 
 Checks: which methods converge or diverge at gamma = 0.01, whether the torus has a smaller
@@ -51,6 +53,7 @@ from convkit.algorithms.decentralized import (
 )
 from convkit.algorithms.feedback import ErrorFeedbackSGD
 from convkit.compression import QSGD, RandK, TopK
+from convkit.plotting import REFERENCE_STYLE, color
 from convkit.simulate import DivergenceWarning
 from convkit.topology import ring, torus
 
@@ -157,10 +160,10 @@ def bits_to_level(data: pd.DataFrame, config: str, level: float = LEVEL, x: str 
 
 def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="paper")
-    colors = dict(zip(ORDER, sns.color_palette("tab10", len(ORDER))))
+    # one palette colour per algorithm; the two DCD-PSGD compressors differ by line style
+    colors = {name: color(name.split()[0]) for name in ORDER}
+    styles = {name: (":" if "rand-k" in name else "-") for name in ORDER}
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     panels = (
         ("excess_risk", "step", "iterations (local steps)", r"$f(\bar x) - f^*$"),
@@ -173,23 +176,31 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
             if c.empty:
                 continue
             base = name.replace(" (torus)", "")
-            ls = "--" if base != name else "-"
+            ls = "--" if base != name else styles[base]
             nd = int(c["n_diverged"].iloc[0])
             label = name + (f" (diverged {nd}/{int(c['replicates'].iloc[0])})" if nd else "")
             xv = c[x].to_numpy(dtype=float)
-            lo = np.maximum(c["mean"] - 2 * c["se"], c["mean"] * 1e-3)
+            lo = np.maximum(c["mean"] - 1.96 * c["se"], c["mean"] * 1e-3)
             ax.plot(xv, c["mean"], label=label, color=colors[base], lw=1.4, ls=ls)
-            ax.fill_between(xv, lo, c["mean"] + 2 * c["se"], color=colors[base], alpha=0.2)
+            ax.fill_between(xv, lo, c["mean"] + 1.96 * c["se"], color=colors[base], alpha=0.2)
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
         if metric == "excess_risk":
-            ax.axhline(LEVEL, color="k", ls=":", lw=0.8)
+            ax.axhline(LEVEL, **REFERENCE_STYLE)
             ax.set_ylim(1e-3, 1e3)
         else:
             ax.set_ylim(1e-4, 1e3)
-    axes[0].set_title("error of the node average (±2 SE)")
-    axes[1].set_title(f"same against bits; dotted: comparison level {LEVEL:g}")
-    axes[2].set_title("consensus distance (±2 SE); dashed: 4x4 torus (gap 0.40) if run")
-    axes[0].legend(fontsize=7, loc="upper right")
+    axes[0].set_title("error of the node average (95% bands)", fontsize=9)
+    axes[1].set_title(f"same against bits; dotted: comparison level {LEVEL:g}", fontsize=9)
+    axes[2].set_title("consensus distance (95%)\ndashed: 4x4 torus (gap 0.40) if run", fontsize=9)
+    handles, labels = axes[1].get_legend_handles_labels()  # every method (EF-SGD too)
+    axes[2].legend(
+        handles,
+        labels,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize="small",
+        frameon=False,
+    )
     gc = float(data["gamma_c"].iloc[0])
     fig.suptitle(
         TITLE + f"; top-k k/d = {FRACTION}, CHOCO gamma_c = {gc:.3g} (tuned), "
@@ -198,7 +209,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     )
     fig.tight_layout()
     path = outdir / "decentralized_bits.png"
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return [path]
 
@@ -351,4 +362,17 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 ),
             }
         )
+    return out
+
+
+def facts(data: pd.DataFrame) -> dict[str, str]:
+    """Bits (and iterations) to the error level per method, and the bit ratios to D-PSGD."""
+    out = {}
+    b0 = bits_to_level(data, "D-PSGD")
+    for name in ORDER:
+        key = name.split(" (")[0].replace(" ", "_").replace("-", "").replace("=", "").lower()
+        b = bits_to_level(data, name)
+        out[f"bits_{key}"] = f"{b:.3g}" if np.isfinite(b) else "not reached"
+        if np.isfinite(b) and np.isfinite(b0):
+            out[f"ratio_{key}"] = f"{b / b0:.3f}"
     return out
