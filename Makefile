@@ -4,7 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-full figures bench lint docs readme clean
+MATHJAX := docs/_static/mathjax/tex-svg.js
+
+.PHONY: setup test test-full figures bench lint docs mathjax readme clean
 
 setup: $(STAMP)
 
@@ -26,7 +28,18 @@ figures: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
+# a local MathJax (npm package mathjax@3, one self-contained file) renders the maths offline;
+# without npm the pages load MathJax from its CDN
+mathjax: $(MATHJAX)
+
+$(MATHJAX):
+	mkdir -p $(@D)
+	cd $(@D) && npm pack --silent mathjax@3 > /dev/null && tar xzf mathjax-3*.tgz \
+		package/es5/tex-svg.js package/LICENSE && mv package/es5/tex-svg.js package/LICENSE . \
+		&& rm -rf package mathjax-3*.tgz
+
 docs: $(STAMP)
+	-$(MAKE) --no-print-directory mathjax
 	$(PY) -m sphinx -b html -W --keep-going docs docs/_build/html
 
 readme: $(STAMP)

@@ -57,7 +57,11 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["convkit.css"]
+# maths: a local MathJax 3 when ``make mathjax`` fetched it (offline pages), else the CDN
+if (DOCS / "_static" / "mathjax" / "tex-svg.js").exists():
+    mathjax_path = "mathjax/tex-svg.js"
 
 # --- docstrings that do not parse as reStructuredText ------------------------------------
 #: Objects (module, class or function paths) whose docstrings break the reStructuredText /

@@ -56,12 +56,14 @@ def _chromium() -> str:
     return exe
 
 
-def dom(page: Path, tmp_path: Path) -> str:
-    """The DOM of ``page`` after Chromium rendered it (scripts run)."""
+def dom(page: Path, tmp_path: Path, wait_ms: int = 0) -> str:
+    """The DOM of ``page`` after Chromium rendered it (scripts run; ``wait_ms`` of virtual
+    time for asynchronous ones such as MathJax)."""
     assert page.exists(), f"page not built: {page}"
     cmd = [
         _chromium(),
         "--headless",
+        *([f"--virtual-time-budget={wait_ms}"] if wait_ms else []),
         "--no-sandbox",
         "--disable-gpu",
         "--disable-dev-shm-usage",
@@ -180,6 +182,17 @@ def test_theory_pages_state_every_result(site, tmp_path):
     text = _text(dom(site / "theory" / "sgd_stability.html", tmp_path))
     assert "sgd.ms_stability.1d" in text and "derived here" in text
     assert "Derivation" in text and "def derive_stability_limit_1d" in text
+
+
+def test_theory_maths_rendered(site, tmp_path):
+    """With the local MathJax (``make mathjax``) the statements are typeset in the browser."""
+    if not (DOCS / "_static" / "mathjax" / "tex-svg.js").exists():
+        pytest.skip("no local MathJax (make mathjax needs npm); the pages use the CDN")
+    html = dom(site / "theory" / "sgd_stability.html", tmp_path, wait_ms=20000)
+    typeset = html.count("<mjx-container")
+    raw = html.count('class="math notranslate nohighlight"')
+    assert raw > 0, "no maths on the page"
+    assert typeset >= raw, f"{typeset} of {raw} formulas typeset"
 
 
 def _warnings_of(docstring: str) -> list[str]:

@@ -23,6 +23,7 @@ TOPIC_TITLES = {
     "sgd_stability": "Mean-square stability of SGD",
     "averaged_sgd": "Averaged SGD (Polyak-Juditsky)",
     "local_sgd": "Communication of Local-SGD",
+    "local_sgd_large_steps": "Local-SGD with large steps: a model of the trade-off",
     "decentralized": "Decentralized SGD: D-PSGD, DeepSqueeze, CHOCO-SGD",
     "mixing": "Mixing matrices W_eta",
     "compression": "Compressors and error feedback",
