@@ -233,10 +233,17 @@ def index_page(pages: dict[str, ModulePage], home_path: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+#: Exported path -> home path of every public name, filled by :func:`write_api` (used to
+#: resolve a reference to a re-exported name, ``convkit.exact.expected_error``, to its page).
+HOMES: dict[str, str] = {}
+
+
 def write_api(outdir: Path) -> list[Path]:
     """Write ``outdir/index.rst`` and one ``outdir/<module>.rst`` per public module."""
     outdir.mkdir(parents=True, exist_ok=True)
     pages, home_path = build_pages()
+    HOMES.clear()
+    HOMES.update({k: v for k, v in home_path.items() if k != v})
     written = []
     for m, page in pages.items():
         p = outdir / f"{m}.rst"

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from convkit_api import write_api
+from convkit_api import HOMES, write_api
 from convkit_gallery import write_gallery
 from convkit_theory import write_theory
 
@@ -60,6 +60,26 @@ def generate(app: Any) -> None:
     write_notebooks(src / "notebooks", repo / "notebooks")
 
 
+def resolve_reexport(app: Any, env: Any, node: Any, contnode: Any) -> Any:
+    """Resolve a Python reference to a re-exported name (``convkit.exact.expected_error``,
+    or ``TheoryResult`` inside ``convkit.bounds``) to the page of the module defining it."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    candidates = [target]
+    if node.get("py:module"):
+        candidates.append(f"{node['py:module']}.{target}")
+    for name in candidates:
+        home = HOMES.get(name)
+        if home is not None:
+            domain = env.get_domain("py")
+            return domain.resolve_xref(
+                env, node["refdoc"], app.builder, "obj", home, node, contnode
+            )
+    return None
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", generate)
+    app.connect("missing-reference", resolve_reexport)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
