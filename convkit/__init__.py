@@ -23,16 +23,21 @@ from .algorithms.base import Algorithm
 from .algorithms.local import MBA, OSA, LocalSGD
 from .backend import Backend
 from .problems import FiniteLeastSquares, FiniteLogistic, LeastSquares, LogisticRegression
+from .recording import WEIGHTED_ITERATES
 from .result import Result
 from .schedules import (
+    AdaptiveRounds,
     At,
     Constant,
     Every,
     EveryStep,
     Final,
     Geometric,
+    GeometricRounds,
     PolyDecay,
     Polynomial,
+    PowerRounds,
+    QuadraticRounds,
     Rounds,
 )
 from .simulate import DivergenceWarning, simulate
@@ -50,6 +55,8 @@ _LAZY_MODULES = {
 __all__ = [
     "MBA",
     "OSA",
+    "WEIGHTED_ITERATES",
+    "AdaptiveRounds",
     "Algorithm",
     "At",
     "Backend",
@@ -59,6 +66,7 @@ __all__ = [
     "EveryStep",
     "Final",
     "Geometric",
+    "GeometricRounds",
     "FiniteLeastSquares",
     "FiniteLogistic",
     "LeastSquares",
@@ -66,6 +74,8 @@ __all__ = [
     "LocalSGD",
     "PolyDecay",
     "Polynomial",
+    "PowerRounds",
+    "QuadraticRounds",
     "Result",
     "Rounds",
     "__version__",
@@ -83,6 +93,11 @@ _LAZY_NAMES = {
     "DeepSqueeze": "algorithms.decentralized",
     "tune_consensus_step": "algorithms.decentralized",
     "ErrorFeedbackSGD": "algorithms.feedback",
+    "copy_holder_messages": "algorithms.gossip",
+    "best_rounds_exact": "schedule_search",
+    "best_power_mc": "schedule_search",
+    "BestSchedule": "schedule_search",
+    "BestPower": "schedule_search",
 }
 
 

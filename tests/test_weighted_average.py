@@ -141,7 +141,7 @@ def test_not_recorded_by_default_and_exact_engine_refuses():
     ex = expected_error(prob, algo, steps=10)
     with pytest.raises(ValueError, match="weight_shift"):
         ex.curve(algo.label, "hnorm2", "wavg2")
-    with pytest.raises(TypeError, match="weight_shift"):
+    with pytest.raises(ValueError, match=r"weight_shift = 1\.0: the exact engine has no weighted"):
         expected_error(prob, algo, steps=10, weight_shift=1.0)
 
 

@@ -165,6 +165,12 @@ def expected_error(
     engines is one word.
     """
     t_start = time.perf_counter()
+    if ignored.get("weight_shift") is not None:
+        raise ValueError(
+            f"weight_shift = {ignored['weight_shift']!r}: the exact engine has no weighted "
+            "iterate averages (wavg1, wavg2); allowed: None here, or use convkit.simulate"
+        )
+    ignored.pop("weight_shift", None)
     unknown = set(ignored) - {"replicates", "seed", "backend", "dtype", "memory_limit", "progress"}
     if unknown:
         raise TypeError(f"expected_error got unexpected keyword arguments {sorted(unknown)}")
