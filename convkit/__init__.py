@@ -22,7 +22,13 @@ from ._version import __version__
 from .algorithms.base import Algorithm
 from .algorithms.local import MBA, OSA, LocalSGD
 from .backend import Backend
-from .problems import FiniteLeastSquares, FiniteLogistic, LeastSquares, LogisticRegression
+from .problems import (
+    FiniteLeastSquares,
+    FiniteLogistic,
+    HeterogeneousLeastSquares,
+    LeastSquares,
+    LogisticRegression,
+)
 from .recording import WEIGHTED_ITERATES
 from .result import Result
 from .schedules import (
@@ -69,6 +75,7 @@ __all__ = [
     "GeometricRounds",
     "FiniteLeastSquares",
     "FiniteLogistic",
+    "HeterogeneousLeastSquares",
     "LeastSquares",
     "LogisticRegression",
     "LocalSGD",

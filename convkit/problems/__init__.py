@@ -15,6 +15,7 @@ from .datasets import (
     synthetic_sparse,
 )
 from .finite_sum import FiniteLeastSquares, FiniteLogistic, FiniteSum, IndexBatch
+from .heterogeneous import HeterogeneousLeastSquares
 from .least_squares import LeastSquares, LSBatch, spectrum
 from .logistic import LogisticBatch, LogisticRegression, bernoulli_kl_logits, sigmoid
 
@@ -25,6 +26,7 @@ __all__ = [
     "FiniteLogistic",
     "FiniteSum",
     "GradientOracle",
+    "HeterogeneousLeastSquares",
     "IndexBatch",
     "LSBatch",
     "LeastSquares",
