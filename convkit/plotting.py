@@ -58,6 +58,7 @@ _ALIASES: dict[str, str] = {
     "oneshot": "osa",
     "final": "osa",
     "rounds": "even",
+    "sqrt-pt": "sqrt_pt",
 }
 
 #: Style of a theoretical curve or bound: black, dashed, drawn above the data.
