@@ -68,6 +68,13 @@ from typing import Any
 
 import numpy as np
 
+from ._layout import (
+    REPLICATE_BLOCK,
+    _Layout,
+    _layout,
+    _plan_chunks,
+    _state_bytes_per_replicate,
+)
 from ._parallel import (
     Clock,
     check_dask,
@@ -79,10 +86,8 @@ from ._parallel import (
 from .algorithms.base import Algorithm, algorithm_list
 from .algorithms.local import local_steps_for
 from .backend import Backend, BlockedStream, get_backend, to_numpy, tune_allocator
-from .problems.base import METRICS, GradientOracle, Problem
+from .problems.base import GradientOracle, Problem
 from .recording import (
-    ITERATES,
-    WEIGHTED_ITERATES,
     DivergenceWarning,
     WeightedSums,
     record_steps,
@@ -105,12 +110,8 @@ __all__ = [
 
 #: Dask parts sharing a worker process run their warm-up steps one at a time
 _WARM_UP_LOCK = threading.Lock()
-#: replicates per block, the unit of randomness (one stream per block and purpose)
-REPLICATE_BLOCK = 256
 #: a run estimated to take longer than this (seconds) warns up front and shows progress
 LONG_RUN_SECONDS = 120.0
-#: bytes of one recorded value (the values array is float64 whatever the dtype)
-_VALUE_BYTES = 8
 #: the summary of one configuration's values (Result.frame) makes about this many copies
 _SUMMARY_COPIES = 3
 
@@ -152,75 +153,6 @@ def available_memory(backend: Backend | None = None) -> int:
         return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         return 2**62
-
-
-@dataclass
-class _Layout:
-    """What is recorded for one algorithm: record steps, iterates, metrics."""
-
-    steps: np.ndarray
-    iterates: list[str]
-    metrics: list[str]
-    extra: list[tuple[str, str]]
-
-    @property
-    def bytes_per_replicate(self) -> int:
-        return self.steps.size * len(self.iterates) * len(self.metrics) * _VALUE_BYTES
-
-
-def _layout(
-    problem: Problem, algo: Algorithm, steps: np.ndarray, be: Backend, weighted: bool = False
-) -> _Layout:
-    """The recorded iterates and metrics of ``algo`` (its extra metrics probed on a state of
-    one replicate, so that the values array is allocated, and its size checked, up front;
-    ``weighted``: the weighted averages too)."""
-    start = be.xp.zeros((1, algo.workers, problem.d), dtype=be.float_dtype)
-    with np.errstate(all="ignore"):
-        state = algo.init(start, be.stream(0, "layout probe"))
-        names = list(algo.extra_metrics(state, problem))
-    extra = [("state", name) for name in names]
-    iterates = list(ITERATES) + (list(WEIGHTED_ITERATES) if weighted else [])
-    iterates += ["state"] if extra else []
-    return _Layout(steps, iterates, list(METRICS) + names, extra)
-
-
-def _state_bytes_per_replicate(
-    problem: Problem, algos: list[Algorithm], dtype: str, weighted: int = 0
-) -> int:
-    """Bytes of one replicate's state: the sample batch (and a temporary), each algorithm's
-    ``state_arrays`` plus two temporaries, and the running sums (``weighted``: algorithms
-    with the two weighted sums of float64 ``d``-vectors too)."""
-    itemsize = 4 if dtype == "float32" else 8
-    P_max = max(a.workers for a in algos)
-    b_max = max(a.batch for a in algos)
-    d = problem.d
-    return (
-        itemsize
-        * (
-            P_max * b_max * (d + 1) * 2  # sample block (+ a temporary)
-            + sum(a.workers * d * (a.state_arrays + 2) + 4 * d for a in algos)
-        )
-        + 16 * d * weighted
-    )
-
-
-def _plan_chunks(R: int, per_rep: int, memory_limit: float) -> list[tuple[int, int]]:
-    """Chunks as ranges of block indices ``[j0, j1)``: as many whole blocks per chunk as
-    ``memory_limit`` allows, at least one (with a warning when one block exceeds it)."""
-    n_blocks = math.ceil(R / REPLICATE_BLOCK)
-    block_reps = min(R, REPLICATE_BLOCK)
-    block_bytes = per_rep * block_reps
-    per_chunk = max(1, min(n_blocks, int(memory_limit // block_bytes)))
-    if block_bytes > memory_limit:
-        warnings.warn(
-            f"memory_limit={memory_limit:g} bytes is below the {block_bytes:,} bytes that one "
-            f"replicate block ({block_reps} replicates) needs; running one block per chunk. "
-            "Blocks are the unit of randomness and never split, so that the numbers do not "
-            "depend on memory_limit",
-            UserWarning,
-            stacklevel=3,
-        )
-    return [(j, min(n_blocks, j + per_chunk)) for j in range(0, n_blocks, per_chunk)]
 
 
 def _check_memory(
