@@ -76,14 +76,17 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
         m = _model(a)
         if np.isfinite(f["intercept"]):
             Ts = np.array([g0["T"].min(), g0["T"].max()], float)
+            T0 = float(np.exp(np.mean(np.log(g0["T"]))))
             P0 = float(np.exp(np.mean(np.log(g0.P))))
+            y0 = np.exp(f["intercept"]) * T0 ** f["slopes"]["T"] * P0 ** f["slopes"]["P"]
             ax.plot(
                 Ts,
-                np.exp(f["intercept"]) * P0 ** f["slopes"]["P"] * Ts ** m["ratio_T"],
+                y0 * (Ts / T0) ** m["ratio_T"],
                 **cp.THEORY_STYLE,
-                label=f"model slope {m['ratio_T']:.2f} (at P={P0:.0f})",
+                label="model slope 1 - 2 alpha",
             )
             ttl = f"alpha={a}: fit T^{f['slopes']['T']:.2f} P^{f['slopes']['P']:.2f}"
+            ttl += f"\nmodel T^{m['ratio_T']:.2f} P^{m['ratio_P']:.2f}"
         else:
             ttl = f"alpha={a}"
         ax.set(
@@ -93,7 +96,7 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
             ylabel="err(OSA)/err(MBA) - 1",
             title=ttl,
         )
-    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.2))
+    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.3))
     ax = axes[-1]
     g0 = o[o.alpha == 0.75] if 0.75 in alphas else o[o.alpha == alphas[0]]
     a = float(g0.alpha.iloc[0])
@@ -114,11 +117,13 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
     if np.isfinite(f["intercept"]):
         Pp = np.array([min(Ps), max(Ps)], float)
         T0 = float(np.exp(np.mean(np.log(g0["T"]))))
+        P0 = float(np.exp(np.mean(np.log(g0.P))))
+        y0 = np.exp(f["intercept"]) * T0 ** f["slopes"]["T"] * P0 ** f["slopes"]["P"]
         ax.plot(
             Pp,
-            np.exp(f["intercept"]) * T0 ** f["slopes"]["T"] * Pp ** m["ratio_P"],
+            y0 * (Pp / P0) ** m["ratio_P"],
             **cp.THEORY_STYLE,
-            label=f"model slope {m['ratio_P']:.2f}",
+            label="model slope 2 alpha",
         )
     ax.set(
         xscale="log",
@@ -128,10 +133,11 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
         title=f"alpha={a}: growth in P (colour: T)",
     )
     ax.set_xscale("log", base=2)
-    cp.legend_outside(ax, where="below", ncol=3, bbox_to_anchor=(0.5, -0.2))
+    cp.legend_outside(ax, where="below", ncol=3, bbox_to_anchor=(0.5, -0.3))
     fig.suptitle(
         "Online logistic regression, d=2, ||theta*||=1, theta0=0, C L=2, gamma_k = C k^-alpha: "
-        "one-shot averaging vs MBA (paired, 95 % bars)",
+        "one-shot averaging vs MBA (paired, 95 % bars; model slopes dashed, drawn through the joint "
+        "fit at the centre of the grid)",
         fontsize=10,
     )
     fig.tight_layout()
@@ -201,10 +207,12 @@ def plot_nstar(df: pd.DataFrame, path: Path) -> Path:
             )
     cp.legend_outside(axes[0, -1], where="right")
     fig.text(
-        0.99,
-        0.02,
-        "open circles: capped (every N < n fails; plotted at n)\ntriangles: OSA suffices (N* = 1)",
-        ha="right",
+        0.5,
+        -0.01,
+        "open circles: capped (every evenly spaced N < n of the grid, up to ceil(n/2), fails; "
+        "plotted at n);  triangles: OSA suffices (N* = 1);  dashed black: sqrt(P T), one per P",
+        ha="center",
+        va="top",
         fontsize=8,
     )
     fig.suptitle(
@@ -244,7 +252,7 @@ def plot_sqrt_pt(df: pd.DataFrame, path: Path) -> Path:
             ylabel="err(N=ceil(sqrt(PT))) / err(MBA)",
             title=f"alpha={a}",
         )
-    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.2))
+    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.3))
     ax = axes[-1]
     o = osa_table(df)
     ls = df[(df.problem == "least_squares") & (df.schedule == "osa")]

@@ -192,7 +192,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
             ylabel="err(schedule) / err(even), same N (paired)",
             title=f"logistic, alpha=0.75, P={P0}, N={N}",
         )
-    cp.legend_outside(axes[1], where="below", ncol=4)
+    cp.legend_outside(axes[1], where="below", ncol=4, bbox_to_anchor=(0.5, -0.24))
     ax = axes[2]
     for i, fam in enumerate(FAMILIES):
         for j, (prob, mk) in enumerate((("logistic", "o"), ("least_squares", "x"))):
