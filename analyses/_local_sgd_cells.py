@@ -467,7 +467,7 @@ ALPHAS = (0.6, 0.75, 0.9)
 #: the grid: cells with more local steps are left out and listed by :func:`skipped`).
 N_MAX = 40_000
 #: Largest ``T`` simulated for alpha != 0.75 (the machine's budget).
-ALPHA_T_MAX = 100_000
+ALPHA_T_MAX = 1_000_000
 #: Replicates per ``T`` (full run).
 REPLICATES = {
     1_000: 512,
