@@ -146,7 +146,10 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         verdict, reason = V.CONSISTENT_UNRESOLVED, "non-increasing, but not every gap resolved"
     out.append(
         dict(
-            result="more rounds, smaller error (err(N)/err(MBA) non-increasing in N, > 1)",
+            result=(
+                "more frequent communication is better pre-asymptotically "
+                "(review of Patel & Dieuleveut 2019)"
+            ),
             setting=setting + "; paired ratio of the averaged iterate at T",
             measured=meas,
             theoretical="non-increasing in N, > 1",
