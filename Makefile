@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) $(MATHJAX)
 	$(PY) -m pytest -q
 
 test-full: $(STAMP)

@@ -7,8 +7,9 @@ for their content: the API page of :func:`convkit.simulate` shows its signature,
 lists every name of ``import convkit as ck``, a gallery page shows a known figure and the
 verdicts of its checks, and a theory page states its results.
 
-Chromium comes from the system packages (``.ci/run`` installs it); without it the browser
-tests fail under CI (``CI`` set) and are skipped elsewhere, saying so.
+Chromium comes from the system packages (``.ci/run`` installs it) and the local MathJax from
+npm (``make mathjax``, run by ``make test``); without either the tests that need it fail,
+saying how to install it.
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import myst_nb  # noqa: F401  (the test extra installs the documentation stack)
 import pytest
-
-pytest.importorskip("sphinx")
-pytest.importorskip("myst_nb")
+import sphinx  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -49,10 +48,7 @@ def site(tmp_path_factory) -> Path:
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        msg = "headless Chromium not found (apt-get install -y chromium; .ci/run does this)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        pytest.fail("headless Chromium not found (apt-get install -y chromium; .ci/run does this)")
     return exe
 
 
@@ -187,7 +183,7 @@ def test_theory_pages_state_every_result(site, tmp_path):
 def test_theory_maths_rendered(site, tmp_path):
     """With the local MathJax (``make mathjax``) the statements are typeset in the browser."""
     if not (DOCS / "_static" / "mathjax" / "tex-svg.js").exists():
-        pytest.skip("no local MathJax (make mathjax needs npm); the pages use the CDN")
+        pytest.fail("no local MathJax: run `make mathjax` (npm; `make test` does it)")
     html = dom(site / "theory" / "sgd_stability.html", tmp_path, wait_ms=20000)
     typeset = html.count("<mjx-container")
     raw = html.count('class="math notranslate nohighlight"')
