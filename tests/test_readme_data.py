@@ -194,3 +194,16 @@ def test_exact_facts_agree_with_the_committed_checks(committed_checks):
     data = pd.read_csv(REPO / "figures" / "local_sgd_threshold.csv")
     assert f["n_thresholds"] == str(len(data)) == "196"
     assert int(f["n_osa_enough"]) + int(f["n_mba_needed"]) + int(f["n_interior"]) == len(data)
+
+
+def test_readme_links_point_to_committed_files():
+    """Every relative link of the README (figures, notebooks, files) names a committed path."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "README.md").read_text()
+    links = re.findall(r"\]\(((?!https?://|#)[^)\s]+)\)", text)
+    assert links, "no relative links found: the pattern is wrong"
+    missing = [link for link in links if not (repo / link.split("#")[0]).exists()]
+    assert not missing, f"README links to missing paths: {missing}"
