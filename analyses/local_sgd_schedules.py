@@ -3,7 +3,7 @@ communication matters", item 3b), on the cells of ``local_sgd_large_steps``.
 
 Same cells (``analyses/_local_sgd_cells.py``, common random numbers within a cell): online
 logistic regression (d = 2, h = (1, 1), ``||theta*|| = 1``, ``theta0 = 0``, ``C L = 2``, alpha in
-{0.6, 0.75, 0.9}, the ``(T, P)`` grid with ``n <= 40 000``) and the least-squares contrast
+{0.6, 0.75, 0.9}, the whole ``(T, P)`` grid) and the least-squares contrast
 (exact engine; ``||theta*||`` in {1, 10}, ``C`` = 0.5 and 0.9 times the stability limit, alpha =
 0.75).  At ``N`` in {16, 64} (when ``N < n``), each family against ``Rounds(N)`` (even):
 
