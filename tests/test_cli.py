@@ -52,6 +52,18 @@ def test_simulate_prints_a_table():
     assert out.splitlines()[-1].split()[0] == "100"
 
 
+def test_simulate_floor_remainder_and_position_schedules(capsys):
+    """`--gradients-remainder floor` runs floor(T / P) local steps (the last row has 99 of the
+    100 gradients for P = 3); without it the same budget is refused; `quadratic:N` places its
+    rounds at ceil(n (j/N)^2) (the rounds column ends at N = 5)."""
+    args = ["simulate", "--d", "3", "--workers", "3", "--gradients", "100", "--replicates", "4"]
+    assert main([*args, "--gradients-remainder", "floor", "--comm", "quadratic:5"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert (int(last[0]), int(last[1]), int(last[2])) == (33, 99, 5)
+    assert main(args) == 2
+    assert "multiple of workers" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", discover(REPO / "analyses"))
 def test_every_analysis_runs_quick_and_writes_its_figure(name, tmp_path):
     """`convkit figures --quick --only NAME` writes data, at least one figure and checks that

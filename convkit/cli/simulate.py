@@ -135,8 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=_comm,
         default="rounds:10",
         help="communication schedule: 'mba' (average after every local step), 'osa' (once, at "
-        "the end), 'every:H' (every H local steps, 1 <= H <= n) or 'rounds:N' (N evenly spaced "
-        "rounds, 1 <= N <= n), where n = gradients / workers is the number of local steps",
+        "the end), 'every:H' (every H local steps, 1 <= H <= n), 'rounds:N' (N evenly spaced "
+        "rounds, 1 <= N <= n), 'quadratic:N' (after steps ceil(n (j/N)^2)), 'power:N:p' "
+        "(ceil(n (j/N)^p)) or 'geometric_rounds:N' (ceil(n^(j/N))), where n = gradients / "
+        "workers is the number of local steps",
     )
     opt(
         "--C",
@@ -156,7 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=pos,
         default=8 * 2000,
         help="total stochastic gradients T over all workers; a positive multiple of --workers "
-        "(each worker runs n = T / P local steps)",
+        "(each worker runs n = T / P local steps) unless --gradients-remainder floor",
+    )
+    opt(
+        "--gradients-remainder",
+        choices=("error", "floor"),
+        default="error",
+        help="when --workers does not divide --gradients: 'error' (refuse) or 'floor' (run "
+        "n = floor(T / P) local steps and use n P gradients)",
     )
     opt(
         "--replicates",
@@ -229,7 +238,12 @@ def _run(args: argparse.Namespace) -> str:
         _RUN,
         "--gradients",
         lambda: ck.simulate(
-            prob, algo, gradients=args.gradients, replicates=args.replicates, seed=args.seed
+            prob,
+            algo,
+            gradients=args.gradients,
+            gradients_remainder=args.gradients_remainder,
+            replicates=args.replicates,
+            seed=args.seed,
         ),
     )
     curve = res.curve(metric=args.metric, iterate="avg")[COLUMNS]
