@@ -69,18 +69,7 @@ if (DOCS / "_static" / "mathjax" / "tex-svg.js").exists():
 #: literal block) instead of parsed, so that the build stays warning-free while the text is
 #: still on the page; the reason says what to fix in the source. Remove an entry once its
 #: docstring is fixed (tests/test_docs.py fails on an entry that parses cleanly).
-DOCSTRING_VERBATIM: dict[str, str] = {
-    "convkit.sweep.runner.run": (
-        "free text after the Parameters section (the lock paragraph and the return value) "
-        "is read as more parameters; it needs a 'Returns' section header and the lock note "
-        "before 'Parameters' (convkit/sweep/runner.py)"
-    ),
-    "convkit.bounds.local_sgd_large_steps": (
-        "the assumption items 'A1. ...' are read as a definition list whose term ends "
-        "inside an inline literal (A3); they need blank-line-separated paragraphs or an "
-        "enumerated list (convkit/bounds/local_sgd_large_steps.py)"
-    ),
-}
+DOCSTRING_VERBATIM: dict[str, str] = {}
 
 
 def _verbatim_docstring(app, what, name, obj, options, lines):  # noqa: ARG001

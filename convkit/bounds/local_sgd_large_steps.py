@@ -7,20 +7,20 @@ of the analyses: constants change, exponents do not).
 
 Mechanism (assumptions A1-A4)
 -----------------------------
-A1. Quasi-stationarity: the relaxation time ``1 / (mu gamma_k) ~ k^alpha / (mu C)`` of SGD is
-    much shorter than ``k`` (true for ``alpha < 1``), so the iterate's law at step ``k`` is close
-    to the stationary law of constant-step SGD with step ``gamma_k``.
-A2. The stationary covariance of one worker is ``gamma_k Sigma_1`` (``Sigma_1`` fixed by the
-    noise covariance at ``theta*`` and ``H``); averaging every step over ``P`` workers (MBA)
-    divides the gradient noise covariance, hence this covariance, by ``P``.
-A3. A non-quadratic loss turns the covariance into a bias: ``E[grad f(theta)] = H (E theta -
-    theta*) + (1/2) f'''(theta*)[Cov] + ...``, so the stationary bias is
-    ``b_k = -(1/2) H^-1 f'''[Cov_k] = gamma_k Delta`` for one worker (``Delta`` a fixed vector),
-    ``gamma_k Delta / P`` under MBA.  Averaging the models of independent workers averages
-    their *means*: it does not remove the bias (OSA keeps ``gamma_k Delta``).
-A4. Leading order of the error: ``err = V / T + ||bias of theta_bar||^2`` with the
-    Polyak-Juditsky variance ``V / T`` (the same for OSA and MBA at this order; with additive
-    noise they are identical, see ``local_sgd.additive_noise_invariance``).
+* A1. Quasi-stationarity: the relaxation time ``1 / (mu gamma_k) ~ k^alpha / (mu C)`` of SGD is
+  much shorter than ``k`` (true for ``alpha < 1``), so the iterate's law at step ``k`` is close
+  to the stationary law of constant-step SGD with step ``gamma_k``.
+* A2. The stationary covariance of one worker is ``gamma_k Sigma_1`` (``Sigma_1`` fixed by the
+  noise covariance at ``theta*`` and ``H``); averaging every step over ``P`` workers (MBA)
+  divides the gradient noise covariance, hence this covariance, by ``P``.
+* A3. A non-quadratic loss turns the covariance into a bias: ``E[grad f(theta)] = H (E theta -
+  theta*) + (1/2) f'''(theta*)[Cov] + ...``, so the stationary bias is
+  ``b_k = -(1/2) H^-1 f'''[Cov_k] = gamma_k Delta`` for one worker (``Delta`` a fixed vector),
+  ``gamma_k Delta / P`` under MBA.  Averaging the models of independent workers averages
+  their *means*: it does not remove the bias (OSA keeps ``gamma_k Delta``).
+* A4. Leading order of the error: ``err = V / T + ||bias of theta_bar||^2`` with the
+  Polyak-Juditsky variance ``V / T`` (the same for OSA and MBA at this order; with additive
+  noise they are identical, see ``local_sgd.additive_noise_invariance``).
 
 Ratio OSA / MBA
 ---------------

@@ -190,6 +190,9 @@ def run(
 ) -> SweepResult:
     """Run every configuration of ``sweep`` not already cached and write the sweep's output.
 
+    A lock (``out/.lock``) is held while the sweep runs: a second sweep on the same directory
+    raises :class:`SweepOutputError` at once, naming the process that holds it.
+
     Parameters
     ----------
     sweep:
@@ -216,11 +219,11 @@ def run(
         directory raises :class:`SweepOutputError` (a directory holding the same sweep is
         resumed, and the cache is reused either way).
 
-    A lock (``out/.lock``) is held while the sweep runs: a second sweep on the same directory
-    raises :class:`SweepOutputError` at once, naming the process that holds it.
-
-    Returns the :class:`SweepResult`; ``result.summary`` says what was computed, reused,
-    failed and diverged.  Failing configurations are reported, never raised.
+    Returns
+    -------
+    SweepResult
+        ``result.summary`` says what was computed, reused, failed and diverged.  Failing
+        configurations are reported, never raised.
     """
     t0 = time.perf_counter()
     if not isinstance(sweep, Sweep):
