@@ -67,7 +67,9 @@ def peak_memory_ratio(quick: bool) -> float:
     R, P, d = (16, 16, 500) if quick else (64, 32, 2000)
     prob = ck.LeastSquares.gaussian(d=d, spectrum="1/i", seed=0)
     algo = ck.LocalSGD(P, ck.PolyDecay(0.5, 0.75), comm="every:10")
-    ck.simulate(prob, algo, steps=10, replicates=2, seed=0)  # warm caches outside the trace (10 steps: one period of every:10)
+    ck.simulate(
+        prob, algo, steps=10, replicates=2, seed=0
+    )  # warm caches outside the trace (10 steps: one period of every:10)
     tracemalloc.start()
     ck.simulate(prob, algo, steps=20, replicates=R, seed=1, n_record=5)
     _, peak = tracemalloc.get_traced_memory()

@@ -74,8 +74,28 @@ def full_call_vs_kernel(T: int, d: int, comm: str, repeats: int) -> tuple[float,
     thr = 1e12 * max(float(z2.sum()), 1.0)
 
     def kernel_only() -> None:
-        kernel(h, z2, T, kind, C, alpha, k0, gam, period, n_even, rpos, 1.0, 1.0, c_sq, c_tr, s2,
-               spec.tail_start, spec.rec, thr, out)
+        kernel(
+            h,
+            z2,
+            T,
+            kind,
+            C,
+            alpha,
+            k0,
+            gam,
+            period,
+            n_even,
+            rpos,
+            1.0,
+            1.0,
+            c_sq,
+            c_tr,
+            s2,
+            spec.tail_start,
+            spec.rec,
+            thr,
+            out,
+        )
 
     t_kernel = _best(kernel_only, repeats)
     del local_curves

@@ -39,8 +39,6 @@ P = 8
 C = 1.0
 
 
-
-
 def setting(quick: bool) -> tuple[ck.LogisticRegression, list, int, int]:
     """``(problem, algorithms, n, R)`` of the benchmark."""
     prob = ck.LogisticRegression.gaussian(2, spectrum="flat", theta_star=np.ones(2) / np.sqrt(2))
@@ -88,7 +86,9 @@ def timings(quick: bool = False) -> dict[str, float]:
     fused_local_sgd_logistic(
         prob.sqrt_h, prob.theta_star, theta0, prob.H_star, gammas[:20], masks[:, :20], P, 8
     )
-    t_sim, t_final, t_fused, t_one = best_of([sim, sim_final, fused, fused_1core], 2 if quick else 3)
+    t_sim, t_final, t_fused, t_one = best_of(
+        [sim, sim_final, fused, fused_1core], 2 if quick else 3
+    )
     return {
         "simulate": t_sim,
         "simulate_final": t_final,

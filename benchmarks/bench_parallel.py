@@ -25,8 +25,6 @@ from benchmarks.timing import best_of
 ROUNDS = (1, 2, 5, 10, 20, 50)
 
 
-
-
 def _speedup(prob, algos, steps: int, R: int, repeats: int) -> float:
     def run(threads: int):
         return lambda: ck.simulate(

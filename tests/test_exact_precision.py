@@ -70,8 +70,17 @@ def test_kernel_agrees_with_longdouble_recursion(comm):
     h, z2, s2 = problem_arrays(prob, np.full(4, 2.0))
     c_sq, c_tr = design_coefficients(prob.design, 1)
     ref = _reference(
-        h, z2, s2, algo.step_size.values(n), algo.comm.mask(n), P, 1, c_sq, c_tr,
-        n // 2 + 1, cv.steps,
+        h,
+        z2,
+        s2,
+        algo.step_size.values(n),
+        algo.comm.mask(n),
+        P,
+        1,
+        c_sq,
+        c_tr,
+        n // 2 + 1,
+        cv.steps,
     )
     got = cv.values[:, :3, 1:3, 0]  # (rec, avg/tail/last, hnorm2/dist2)
     want = ref.reshape(-1, 3, 2).astype(np.float64)

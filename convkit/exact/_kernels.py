@@ -86,8 +86,26 @@ def make_local_kernel(flags: Any = FLAGS, compensated: bool = True) -> Any:
 
     @numba.njit(cache=True, fastmath=fm, nogil=True)
     def kernel(
-        h, z2, n, step_kind, C, alpha, k0, gam, period, n_even, rpos, P, b, c_sq, c_tr, s2,
-        tail_start, rec, thr, out,
+        h,
+        z2,
+        n,
+        step_kind,
+        C,
+        alpha,
+        k0,
+        gam,
+        period,
+        n_even,
+        rpos,
+        P,
+        b,
+        c_sq,
+        c_tr,
+        s2,
+        tail_start,
+        rec,
+        thr,
+        out,
     ):  # pragma: no cover
         d = h.size
         S = z2.copy()
