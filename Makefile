@@ -46,7 +46,7 @@ readme: $(STAMP)
 	$(PY) tools/render_readme.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check convkit tests analyses benchmarks
+	$(VENV)/bin/ruff check convkit tests analyses benchmarks tools docs
 
 clean:
 	rm -rf $(VENV) .pytest_cache docs/_build
