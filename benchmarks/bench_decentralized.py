@@ -104,7 +104,7 @@ def measure(quick: bool = False) -> dict[str, dict]:
         return _run_vectorized(choco, problem, batches)
 
     def choco_loop():
-        return _run_loop(lambda: LoopCHOCO(W, x0, K, GAMMA_C), problem, batches)
+        return _run_loop(lambda: LoopCHOCO(W, x0, K, GAMMA_C, order=choco.order), problem, batches)
 
     def ds_vec():
         return _run_vectorized(ds, problem, batches)
@@ -164,7 +164,7 @@ def breakdown(repeats: int = 15) -> dict[str, float]:
         states[name] = algo.init(np.zeros((R, P, D)), None)
     grad = least_squares_grad(batches[0], 0, problem.theta_star, problem.noise)
     x1 = X[0, 0].copy()
-    loop = LoopCHOCO(topo.W, X[0], K, GAMMA_C)
+    loop = LoopCHOCO(topo.W, X[0], K, GAMMA_C, order=choco.order)
     from .naive_decentralized import topk_vector
 
     return {

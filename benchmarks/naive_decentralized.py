@@ -13,8 +13,11 @@ worker's vector, and one matrix product ``W @ X`` for the mixing. It exists for 
 
 Update rules are those of ``shared/theory/decentralized.md`` (and of convkit):
 
-* CHOCO-SGD: ``h_i = x_i - gamma g_i``; ``x_i = h_i + gamma_c sum_j W_ij (xh_j - xh_i)``;
-  ``q_i = topk(x_i - xh_i)``; ``xh_i += q_i``.
+* CHOCO-SGD, ``order="reference_code"`` (the authors' convex code, the default here):
+  ``h_i = x_i - gamma g_i``; ``x_i = h_i + gamma_c sum_j W_ij (xh_j - xh_i)``;
+  ``q_i = topk(x_i - xh_i)``; ``xh_i += q_i``. ``order="paper"`` (convkit's default, the
+  paper's pseudo-code): ``h_i = x_i - gamma g_i``; ``xh_i += topk(h_i - xh_i)``;
+  ``x_i = h_i + gamma_c sum_j W_ij (xh_j - xh_i)`` with the updated copies.
 * DeepSqueeze: ``h_i = x_i - gamma g_i``; ``v_i = topk(h_i + delta_i)``;
   ``delta_i = h_i + delta_i - v_i``; ``x_i = h_i + eta sum_j (W_ij - [i == j]) v_j``.
 
@@ -57,18 +60,33 @@ def least_squares_grad(batch, r: int, theta_star: np.ndarray, noise: float) -> G
 class LoopCHOCO:
     """CHOCO-SGD for one run: models ``x`` and public copies ``xh`` of shape ``(P, d)``."""
 
-    def __init__(self, W: np.ndarray, x0: np.ndarray, k: int, gamma_c: float) -> None:
+    def __init__(
+        self,
+        W: np.ndarray,
+        x0: np.ndarray,
+        k: int,
+        gamma_c: float,
+        order: str = "reference_code",
+    ) -> None:
+        if order not in ("paper", "reference_code"):
+            raise ValueError(f"order must be 'paper' or 'reference_code', got {order!r}")
         self.W = np.asarray(W, dtype=np.float64)
         self.x = np.array(x0, dtype=np.float64)
         self.xh = self.x.copy()  # x_hat starts at x_0, as in convkit
         self.k = k
         self.gamma_c = gamma_c
+        self.order = order
 
     def step(self, grad: GradFn, gamma: float) -> None:
         P = self.x.shape[0]
         h = np.empty_like(self.x)
         for i in range(P):
             h[i] = self.x[i] - gamma * grad(i, self.x[i])
+        if self.order == "paper":  # compress h - x_hat, then mix with the updated copies
+            for i in range(P):
+                self.xh[i] += topk_vector(h[i] - self.xh[i], self.k)
+            self.x = h + self.gamma_c * (self.W @ self.xh - self.xh)
+            return
         self.x = h + self.gamma_c * (self.W @ self.xh - self.xh)
         for i in range(P):
             self.xh[i] += topk_vector(self.x[i] - self.xh[i], self.k)

@@ -369,16 +369,19 @@ def test_error_feedback_memory_recursion(noniid):
 # --------------------------------------------------------------------------- reference loops
 
 
-@pytest.mark.parametrize("kind", ["choco", "deepsqueeze"])
+@pytest.mark.parametrize("kind", ["choco", "choco_paper", "deepsqueeze"])
 def test_vectorized_equals_per_worker_loop(kind):
-    """The vectorized CHOCO-SGD / DeepSqueeze reproduce the per-worker reference loops of
-    benchmarks/naive_decentralized.py (same samples, deterministic top-k) for every replicate."""
+    """The vectorized CHOCO-SGD (both orders) / DeepSqueeze reproduce the per-worker reference
+    loops of benchmarks/naive_decentralized.py (same samples, deterministic top-k) for every
+    replicate (the loops are the baselines of benchmarks/bench_decentralized.py)."""
     prob = ck.LeastSquares.gaussian(d=D, noise=0.5, seed=3)
     topo = ring(P)
     k, steps, gamma = 3, 30, 0.05
     if kind == "choco":
         # the loop follows the authors' public code: mix with the old copies, then compress
         vec = CHOCOSGD(topo, ck.Constant(gamma), TopK(k=k), 0.4, order="reference_code")
+    elif kind == "choco_paper":  # the default: compress h - x_hat, mix with the new copies
+        vec = CHOCOSGD(topo, ck.Constant(gamma), TopK(k=k), 0.4)
     else:
         vec = DeepSqueeze(topo, ck.Constant(gamma), TopK(k=k), 0.4)
     be = Backend()
@@ -391,6 +394,8 @@ def test_vectorized_equals_per_worker_loop(kind):
     for r in range(R):
         if kind == "choco":
             loop = LoopCHOCO(topo.W, np.zeros((P, D)), k, 0.4)
+        elif kind == "choco_paper":
+            loop = LoopCHOCO(topo.W, np.zeros((P, D)), k, 0.4, order="paper")
         else:
             loop = LoopDeepSqueeze(topo.W, np.zeros((P, D)), k, 0.4)
         for b in batches:
