@@ -256,12 +256,14 @@ def _rounds(comm: Any, n: int) -> int:
 
 # ------------------------------------------------------------------------------ statistics
 def paired_ratio(e: np.ndarray, base: np.ndarray) -> tuple[float, float]:
-    """``mean(e) / mean(base)`` and its delta-method SE on paired replicates (last axis)."""
-    mb = float(base.mean(axis=-1))
-    r = float(e.mean(axis=-1)) / mb
-    R = e.shape[-1]
-    se = float(np.std(e - r * base, ddof=1) / math.sqrt(R) / mb) if R > 1 else math.nan
-    return r, se
+    """``mean(e) / mean(base)`` and its delta-method SE on paired replicates (1-D), as plain
+    floats (:func:`convkit.checks.paired_ratio`; SE NaN with a single replicate)."""
+    from convkit.checks import paired_ratio as _paired_ratio
+
+    if e.shape[-1] < 2:
+        return float(e.mean()) / float(base.mean()), math.nan
+    r, se = _paired_ratio(e, base)
+    return float(r), float(se)
 
 
 def _mean_se(e: np.ndarray) -> tuple[float, float]:
@@ -290,6 +292,17 @@ def _row(cell: Cell, schedule: str, N: int, rounds: int, R: int, **v: float) -> 
     )
 
 
+def _algorithms(cell: Cell, step: Any, cfg: list[dict[str, Any]]) -> list[Any]:
+    """The algorithms of a cell's configurations (MBA, or Local-SGD with the configured
+    communication schedule), labelled as the configurations."""
+    return [
+        ck.MBA(cell.P, step, name=c["label"])
+        if c["schedule"] == "mba"
+        else ck.LocalSGD(cell.P, step, comm=c["comm"], name=c["label"])
+        for c in cfg
+    ]
+
+
 def logistic_cell(cell: Cell, threads: int | None = 1) -> pd.DataFrame:
     """Simulate one logistic cell (all schedules on common random numbers).
 
@@ -301,12 +314,7 @@ def logistic_cell(cell: Cell, threads: int | None = 1) -> pd.DataFrame:
     prob, C, theta0 = problem_of(cell)
     step = ck.PolyDecay(C=C, alpha=cell.alpha)
     cfg = configurations(cell, prob, step, theta0)
-    algs = [
-        ck.MBA(cell.P, step, name=c["label"])
-        if c["schedule"] == "mba"
-        else ck.LocalSGD(cell.P, step, comm=c["comm"], name=c["label"])
-        for c in cfg
-    ]
+    algs = _algorithms(cell, step, cfg)
     res = ck.simulate(
         prob,
         algs,
@@ -396,12 +404,7 @@ def least_squares_cell(cell: Cell) -> pd.DataFrame:
     prob, C, theta0 = problem_of(cell)
     step = ck.PolyDecay(C=C, alpha=cell.alpha)
     cfg = configurations(cell, prob, step, theta0)
-    algs = [
-        ck.MBA(cell.P, step, name=c["label"])
-        if c["schedule"] == "mba"
-        else ck.LocalSGD(cell.P, step, comm=c["comm"], name=c["label"])
-        for c in cfg
-    ]
+    algs = _algorithms(cell, step, cfg)
     from convkit.exact import expected_error
 
     res = expected_error(prob, algs, steps=cell.n, theta0=theta0, n_record=1)
