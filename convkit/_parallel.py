@@ -37,6 +37,7 @@ __all__ = [
     "resolve_threads",
     "run_dask",
     "run_threads",
+    "plan_threads",
     "split_blocks",
 ]
 
@@ -99,12 +100,13 @@ class Clock:
             total=self.total, initial=self.done, desc="simulate", unit="rep-step", unit_scale=True
         )
 
-    def tick(self, k: int, Rc: int, timed: bool) -> None:
-        """Local step ``k`` of a part of ``Rc`` replicates is done (any thread)."""
+    def tick(self, k: int, Rc: int, timed: bool, steps: int = 1, share: float = 1.0) -> None:
+        """Local step ``k`` (the last of ``steps`` local steps) of a part of ``Rc`` replicates
+        is done (any thread); ``share``: the part runs this fraction of the algorithms."""
         if self.stop.is_set():
             raise Cancelled("simulate was stopped")
         with self._lock:
-            self.done += Rc
+            self.done += Rc * steps * share
             if timed and self.estimate is None:
                 self._time(k, Rc)
         if threading.get_ident() == self._main:
@@ -158,8 +160,8 @@ class Clock:
             warnings.warn(message, UserWarning, stacklevel=stacklevel)
             if self.progress is None and self.bar is None:
                 self.bar = self._bar()
-        if self.bar is not None and done > self.bar.n:
-            self.bar.update(done - self.bar.n)
+        if self.bar is not None and int(done) > self.bar.n:
+            self.bar.update(int(done) - self.bar.n)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -199,6 +201,46 @@ def split_blocks(j0: int, j1: int, parts: int) -> list[tuple[int, int]]:
         out.append((j, j + k))
         j += k
     return out
+
+
+#: one task of a thread: blocks ``j0..j1-1`` for the algorithms listed (None: all of them)
+Task = tuple[int, int, "tuple[int, ...] | None"]
+
+
+def plan_threads(j0: int, j1: int, threads: int, costs: Sequence[float]) -> list[list[Task]]:
+    """Blocks ``j0..j1-1`` of a call comparing ``len(costs)`` algorithms (``costs``: their
+    relative work per replicate and step), as the tasks of at most ``threads`` threads.
+
+    Every thread takes ``(j1 - j0) // threads`` whole consecutive blocks.  The remaining
+    blocks (fewer than ``threads``: one block of a call of at most
+    :data:`~convkit._layout.REPLICATE_BLOCK` replicates, the shorter last block) are split by
+    algorithm instead: their algorithms are divided into one group per thread (largest cost
+    first to the least loaded group), each thread running all of them for its group.  A
+    block's numbers depend on its streams only and an algorithm's on its own streams and the
+    block's samples (which every task redraws in full), so any plan gives the same values;
+    this one keeps both cores busy when a call has fewer blocks than threads.  With one
+    algorithm the remaining blocks go whole to the first threads (:func:`split_blocks`)."""
+    n = j1 - j0
+    threads = max(1, threads)
+    if threads == 1 or n == 0:
+        return [[(j0, j1, None)]]
+    whole, rest = divmod(n, threads)
+    groups = min(threads, len(costs)) if rest else 1
+    if rest and groups < 2:
+        return [[(a, b, None)] for a, b in split_blocks(j0, j1, threads)]
+    plan: list[list[Task]] = [
+        [(j0 + t * whole, j0 + (t + 1) * whole, None)] if whole else [] for t in range(threads)
+    ]
+    if rest:
+        load = [0.0] * groups
+        members: list[list[int]] = [[] for _ in range(groups)]
+        for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
+            g = min(range(groups), key=lambda g: (load[g], g))
+            members[g].append(i)
+            load[g] += costs[i]
+        for g in range(groups):
+            plan[g].append((j1 - rest, j1, tuple(sorted(members[g]))))
+    return [tasks for tasks in plan if tasks]
 
 
 def run_threads(

@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from ._fused_local import FusedLocalLogistic, fused_local_plan, segment_ends, segment_kernel
 from ._layout import (
     REPLICATE_BLOCK,
     _Layout,
@@ -77,7 +78,9 @@ from ._layout import (
 )
 from ._parallel import (
     Clock,
+    Task,
     check_dask,
+    plan_threads,
     resolve_threads,
     run_dask,
     run_threads,
@@ -243,6 +246,8 @@ class _Run:
     offset: int = 0
     #: per algorithm the shift ``tau`` of the weighted averages, or None (not recorded)
     weight_shifts: tuple[float | None, ...] = ()
+    #: whole segments of local steps run compiled (:mod:`convkit._fused_local`)
+    fused: bool = False
 
 
 #: The values :func:`simulate` and :func:`convkit.exact.expected_error` accept for
@@ -455,6 +460,7 @@ def simulate(
         ],
         diverged=[np.zeros(R, dtype=np.int64) for _ in algos],
     )
+    run.fused = fused_local_plan(run)
     concurrency = 1 if dask is not None else len(split_blocks(*chunks[0], n_threads))
     clock = Clock(n_max, R, sum(r.size for r in recs), concurrency, progress, LONG_RUN_SECONDS)
     clock.t_start = t_start
@@ -531,25 +537,29 @@ def _block_stream(be: Backend, seed: int, j0: int, j1: int, R: int, *key: Any) -
 
 
 def _execute(run: _Run, chunks: list[tuple[int, int]], threads: int, clock: Clock) -> dict:
-    """Run every chunk in turn, each split into up to ``threads`` parts of whole blocks that
-    run at once on a thread pool (serially, in this thread, when a chunk has one block or
-    ``threads == 1``).  Returns ``meta["parallel"]``."""
-    plans = [split_blocks(j0, j1, threads) for j0, j1 in chunks]
+    """Run every chunk in turn, its blocks shared by up to ``threads`` threads of a pool
+    (:func:`~convkit._parallel.plan_threads`: whole blocks, the remaining ones split by
+    algorithm; serially, in this thread, when ``threads == 1`` or a chunk has one block of one
+    algorithm).  Returns ``meta["parallel"]``."""
+    costs = [a.workers * a.batch * n for a, n in zip(run.algos, run.ns, strict=True)]
+    plans = [plan_threads(j0, j1, threads, costs) for j0, j1 in chunks]
     width = max(len(p) for p in plans)
     if width == 1:
         for c, (j0, j1) in enumerate(chunks):
             _run_chunk(run, j0, j1, clock, timed=c == 0)
         return {"threads": 1, "parts": len(chunks), "dask": None}
     _warm_up(run)
+
+    def run_tasks(tasks: list[Task], timed: bool) -> None:
+        for t, (j0, j1, which) in enumerate(tasks):
+            _run_chunk(run, j0, j1, clock, timed=timed and t == 0, which=which)
+
     with ThreadPoolExecutor(max_workers=width, thread_name_prefix="convkit-simulate") as pool:
-        for c, parts in enumerate(plans):
-            tasks = [
-                partial(_run_chunk, run, j0, j1, clock, timed=c == 0 and p == 0)
-                for p, (j0, j1) in enumerate(parts)
-            ]
+        for c, plan in enumerate(plans):
+            jobs = [partial(run_tasks, tasks, c == 0 and p == 0) for p, tasks in enumerate(plan)]
             # poll, run_threads, _execute, simulate: warnings point at the caller
-            run_threads(pool, tasks, clock.stop, partial(clock.poll, stacklevel=5))
-    return {"threads": width, "parts": sum(len(p) for p in plans), "dask": None}
+            run_threads(pool, jobs, clock.stop, partial(clock.poll, stacklevel=5))
+    return {"threads": width, "parts": sum(len(t) for p in plans for t in p), "dask": None}
 
 
 def _warm_up(run: _Run) -> None:
@@ -559,6 +569,8 @@ def _warm_up(run: _Run) -> None:
     down the generic path, whose rounding differs: measured on a finite-sum problem.)  Nothing
     of it reaches the outputs, and its stream is not a block's."""
     problem, be = run.problem, run.be
+    if run.fused:
+        segment_kernel(problem.d)
     P_max = max(a.workers for a in run.algos)
     b_max = max(a.batch for a in run.algos)
     stream = BlockedStream([be.stream(run.seed, "warm-up")], [1])
@@ -618,49 +630,105 @@ def _dask_part(spec: _Run, j0: int, j1: int) -> tuple[int, list[np.ndarray], lis
     return r0, run.values, run.diverged
 
 
-def _run_chunk(run: _Run, j0: int, j1: int, clock: Clock, timed: bool = False) -> None:
+def _run_chunk(
+    run: _Run,
+    j0: int,
+    j1: int,
+    clock: Clock,
+    timed: bool = False,
+    which: tuple[int, ...] | None = None,
+) -> None:
     """Simulate the replicates of blocks ``j0..j1-1`` (a chunk, or a part of one) for every
-    algorithm and write their recorded values and divergence steps into their slice of
-    ``run``'s outputs; ``timed``: this part's first steps time the run (:class:`~convkit._parallel.Clock`).
+    algorithm (those listed in ``which``, if given) and write their recorded values and
+    divergence steps into their slice of ``run``'s outputs; ``timed``: this part's first
+    steps time the run (:class:`~convkit._parallel.Clock`).
 
     The part's state is its own; its random numbers come from the blocks' streams
-    (:func:`_block_stream`), so its values do not depend on the other parts, nor on the thread
-    or process running it.  Parts run concurrently share only read-only inputs (problem,
-    algorithms: their lazily filled caches hold deterministic values) and the clock."""
+    (:func:`_block_stream`): the samples, drawn in full (shape ``(R, P_max, b_max)`` of the
+    whole call) whichever algorithms run, and each algorithm's own stream, so its values do not
+    depend on the other parts, nor on the thread or process running it.  Parts run
+    concurrently share only read-only inputs (problem, algorithms: their lazily filled caches
+    hold deterministic values) and the clock."""
     problem, algos, be = run.problem, run.algos, run.be
     xp = be.xp
     d = problem.d
     r0, r1 = j0 * REPLICATE_BLOCK, min(run.R, j1 * REPLICATE_BLOCK)
     Rc = r1 - r0
+    which = tuple(range(len(algos))) if which is None else tuple(which)
+    share = len(which) / len(algos)
     P_max = max(a.workers for a in algos)
     b_max = max(a.batch for a in algos)
-    n_max = max(run.ns)
+    n_max = max(run.ns[i] for i in which)
     sample_stream = _block_stream(be, run.seed, j0, j1, run.R, "samples")
-    algo_streams = [
-        _block_stream(be, run.seed, j0, j1, run.R, "algorithm", i) for i in range(len(algos))
-    ]
+    algo_streams = {i: _block_stream(be, run.seed, j0, j1, run.R, "algorithm", i) for i in which}
     blocks = [
         (j * REPLICATE_BLOCK - r0, min(r1, (j + 1) * REPLICATE_BLOCK) - r0) for j in range(j0, j1)
     ]
     theta0_x = be.asarray(run.theta0)
     theta_star = be.asarray(problem.theta_star)
-    states, sums, tails = [], [], []
-    wsums: list[WeightedSums | None] = []
+    states: dict[int, Any] = {}
+    sums: dict[int, Any] = {}
+    tails: dict[int, Any] = {}
+    wsums: dict[int, WeightedSums | None] = dict.fromkeys(which)
+    rec_pos = dict.fromkeys(which, 0)
+    o0 = r0 - run.offset
+
+    def record(i: int, k: int, m: Any) -> None:
+        """Record algorithm ``i`` if ``k`` is its next record step (block by block: the
+        metrics have the same shapes in any chunking)."""
+        lay = run.layouts[i]
+        if rec_pos[i] >= lay.steps.size or lay.steps[rec_pos[i]] != k:
+            return
+        t_rec = time.perf_counter()
+        for s0, s1 in blocks:
+            vals = _record(
+                problem,
+                algos[i],
+                _rows(states[i], s0, s1, Rc),
+                m[s0:s1, ...],
+                sums[i][s0:s1, ...],
+                tails[i][s0:s1, ...],
+                k,
+                run.tail_starts[i],
+                wsums[i],
+                slice(s0, s1),
+            )
+            _store(run.values[i], rec_pos[i], vals, lay, o0 + s0, o0 + s1)
+        rec_pos[i] += 1
+        clock.recorded(time.perf_counter() - t_rec, timed)
+
+    if run.fused and segment_kernel(d) is not None:  # whole segments of steps, compiled
+        fused = FusedLocalLogistic(run, Rc, blocks, which)
+        for g, i in enumerate(which):
+            states[i], sums[i], tails[i] = fused.states[g], fused.sums[g], fused.tails[g]
+        generators = [s.generator for s in sample_stream.streams]
+        k = 0
+        with np.errstate(all="ignore"):
+            for k1 in segment_ends([run.layouts[i] for i in which], fused.n.tolist()).tolist():
+                fused.advance(generators, k + 1, k1)
+                for g, i in enumerate(which):
+                    record(i, k1, fused.mean[g])
+                clock.tick(k1, Rc, timed, steps=k1 - k, share=share)
+                k = k1
+        for g, i in enumerate(which):
+            run.diverged[i][o0 : o0 + Rc] = fused.div[g]
+        return
+    div_chunk = {i: np.zeros(Rc, dtype=np.int64) for i in which}
     with np.errstate(all="ignore"):
-        for i, a in enumerate(algos):
+        for i in which:
+            a = algos[i]
             start = xp.zeros((Rc, a.workers, d), dtype=be.float_dtype) + theta0_x
-            states.append(a.init(start, algo_streams[i]))
+            states[i] = a.init(start, algo_streams[i])
             # running sums in float64 whatever the dtype: a float32 sum of n terms loses
             # digits linearly in n (measured: 86% error of an average after 1e5 steps)
-            sums.append(xp.zeros((Rc, d), dtype=xp.float64))
-            tails.append(xp.zeros((Rc, d), dtype=xp.float64))
+            sums[i] = xp.zeros((Rc, d), dtype=xp.float64)
+            tails[i] = xp.zeros((Rc, d), dtype=xp.float64)
             tau = run.weight_shifts[i] if run.weight_shifts else None
-            wsums.append(None if tau is None else WeightedSums(xp, (Rc, d), tau))
-        rec_pos = [0] * len(algos)
-        div_chunk = [np.zeros(Rc, dtype=np.int64) for _ in algos]
+            wsums[i] = None if tau is None else WeightedSums(xp, (Rc, d), tau)
         for k in range(1, n_max + 1):
             batch = problem.sample(sample_stream, (Rc, P_max, b_max))
-            for i, a in enumerate(algos):
+            for i in which:
+                a = algos[i]
                 if k > run.ns[i]:
                     continue
                 b_i = batch
@@ -678,29 +746,10 @@ def _run_chunk(run: _Run, j0: int, j1: int, clock: Clock, timed: bool = False) -
                 if not bool(xp.max(dist) <= run.div_threshold):  # NaN compares False
                     bad = ~(to_numpy(dist) <= run.div_threshold)
                     div_chunk[i][bad & (div_chunk[i] == 0)] = k
-                lay = run.layouts[i]
-                if rec_pos[i] < lay.steps.size and lay.steps[rec_pos[i]] == k:
-                    t_rec = time.perf_counter()
-                    for s0, s1 in blocks:  # metrics block by block: same shapes in any chunking
-                        vals = _record(
-                            problem,
-                            a,
-                            _rows(states[i], s0, s1, Rc),
-                            m[s0:s1, ...],
-                            sums[i][s0:s1, ...],
-                            tails[i][s0:s1, ...],
-                            k,
-                            run.tail_starts[i],
-                            wsums[i],
-                            slice(s0, s1),
-                        )
-                        o0 = r0 - run.offset
-                        _store(run.values[i], rec_pos[i], vals, lay, o0 + s0, o0 + s1)
-                    rec_pos[i] += 1
-                    clock.recorded(time.perf_counter() - t_rec, timed)
-            clock.tick(k, Rc, timed)
-    for i in range(len(algos)):
-        run.diverged[i][r0 - run.offset : r1 - run.offset] = div_chunk[i]
+                record(i, k, m)
+            clock.tick(k, Rc, timed, share=share)
+    for i in which:
+        run.diverged[i][o0 : o0 + Rc] = div_chunk[i]
 
 
 def _rows(state: Any, s0: int, s1: int, Rc: int) -> Any:

@@ -1,0 +1,273 @@
+"""Fused Local-SGD segments on online logistic regression (compiled, through numba).
+
+The step loop of :func:`convkit.simulate` makes, per local step, one sampling call, one kernel
+call per algorithm and a few array operations (running sums, divergence check) per algorithm:
+for small problems (``d = 2``, the large-step Local-SGD studies) those Python-level calls cost
+more than the arithmetic.  When every algorithm of a call is plain Local-SGD
+(:class:`~convkit.algorithms.local.LocalSGD`: MBA, OSA, any communication schedule) on
+:class:`~convkit.problems.logistic.LogisticRegression` with the NumPy backend in float64,
+:func:`segment_kernel` runs a whole *segment* of local steps ``k0..k1`` of one replicate block
+in one compiled call, from the block's own generator, and the engine returns to Python only at
+record points (and every :data:`MAX_SEGMENT` steps, for progress and cancellation).
+
+Per local step ``k`` and block, exactly what the step-by-step engine computes, in its order:
+
+1. the samples, as :meth:`LogisticRegression.sample` draws them: all the standard normals of
+   the block, shape ``(R_b, P_max, b_max, d)`` in C order, then all its uniforms
+   ``(R_b, P_max, b_max)``; ``x = z * sqrt(h)`` (then ``x <- Q x`` for a rotated design),
+   ``t = <x, theta*>``, ``y = +1`` if ``u < sigmoid(t)`` else ``-1`` (stable sigmoid:
+   ``e = exp(-|t|)``, ``1 / (1 + e)`` for ``t >= 0``, ``e / (1 + e)`` otherwise).  numba's
+   :class:`numpy.random.Generator` methods produce the same numbers as NumPy's array fills from
+   the same bit generator (tested), so the random streams are those of the step-by-step path;
+2. for each algorithm ``a`` with ``k <= n_a`` (its first ``P_a`` workers, ``b_a`` samples):
+   the mini-batch step of :func:`convkit._logistic_kernels.logistic_sgd_update`,
+   ``theta <- theta - (gamma_k / b) sum_j -y_j sigmoid(-y_j <x_j, theta>) x_j``, the worker
+   mean ``m``, the averaging ``theta_p <- m`` after a communication step (``P_a > 1``);
+3. the engine's bookkeeping: ``sums += m``, ``tails += m`` from the tail start on, and the
+   divergence check: the first ``k`` with ``not (||m - theta*||^2 <= threshold)`` (NaN
+   included) is stored for the replicate.
+
+Same fast-math flags as the one-step kernel (``reassoc``, ``contract``: no finite-math
+assumptions, so a diverging run still produces inf/NaN and is detected).  The values are
+bit-identical to the step-by-step path's for batch 1 at ``d = 2`` (the large-step studies) and
+agree to a few ulps otherwise (sums over samples and coordinates may be reassociated
+differently by the two kernels; ``tests/test_fused_local.py``); a block's
+numbers depending on its stream only, they are bit-identical for any thread count,
+``memory_limit`` or Dask.
+
+Switches: as :mod:`convkit._logistic_kernels` (``CONVKIT_NO_NUMBA=1``, or
+``convkit._kernels._KERNEL = None`` for "the generic path"); ``_KERNEL = None`` here disables
+this fusion only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from . import _kernels
+
+__all__ = ["MAX_SEGMENT", "FusedLocalLogistic", "fused_local_plan", "segment_kernel"]
+
+#: the longest segment of one compiled call (progress, cancellation and timing in between)
+MAX_SEGMENT = 2048
+
+_KERNEL: Any = "auto"
+
+
+#: dimensions up to this one get a kernel compiled for their value (loops unrolled)
+_UNROLL_D = 8
+
+
+def segment_kernel(d: int = 0) -> Any:
+    """The compiled segment kernel for dimension ``d`` (its own compilation for ``d <=
+    _UNROLL_D``, one for all larger ``d``), or None when numba cannot be used (or it is
+    switched off)."""
+    global _KERNEL
+    if _kernels._KERNEL is None:
+        return None
+    if isinstance(_KERNEL, str):
+        _KERNEL = None if _numba() is None else {}
+    if _KERNEL is None:
+        return None
+    key = d if 0 < d <= _UNROLL_D else 0
+    if key not in _KERNEL:
+        _KERNEL[key] = _compile(key)
+    return _KERNEL[key]
+
+
+def _numba() -> Any:
+    if os.environ.get("CONVKIT_NO_NUMBA"):
+        return None
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba
+
+
+def _compile(D: int) -> Any:
+    """The kernel for dimension ``D`` (``D = 0``: any dimension, read from the arrays)."""
+    numba = _numba()
+
+    @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
+    def segment(  # pragma: no cover - compiled
+        gen, x, y, sqrt_h, q, theta_star, theta, offs, P, b, n, tail_start, gammas, masks,
+        mean, sums, tails, div, s0, k0, k1, thr,
+    ):  # fmt: skip
+        # x (Rb, Pm, bm, d), y (Rb, Pm, bm): the block's sample buffers; q: (d, d) rotation or
+        # (0, 0); theta: every algorithm's (Rc, P_a, d) workers, flattened, algorithm a from
+        # offs[a]; mean, sums, tails (A, Rc, d); div (A, Rc); rows s0 .. s0 + Rb of the part.
+        Rb, Pm, bm = y.shape
+        d = D if D > 0 else x.shape[3]
+        A = P.shape[0]
+        rotate = q.shape[0] == d
+        z = np.empty(d, dtype=x.dtype)
+        c = np.empty(bm, dtype=x.dtype)
+        for k in range(k0, k1 + 1):
+            # 1. all the block's standard normals (one array fill of NumPy, C order)
+            for r in range(Rb):
+                for p in range(Pm):
+                    for j in range(bm):
+                        for i in range(d):
+                            x[r, p, j, i] = gen.standard_normal()
+            for r in range(Rb):
+                # 2. replicate r's features and labels (its uniforms, in C order)
+                for p in range(Pm):
+                    for j in range(bm):
+                        for i in range(d):
+                            x[r, p, j, i] *= sqrt_h[i]
+                        if rotate:  # x <- Q x
+                            for i in range(d):
+                                acc = 0.0
+                                for m in range(d):
+                                    acc += x[r, p, j, m] * q[i, m]
+                                z[i] = acc
+                            for i in range(d):
+                                x[r, p, j, i] = z[i]
+                        t = 0.0
+                        for i in range(d):
+                            t += x[r, p, j, i] * theta_star[i]
+                        e = np.exp(-abs(t))
+                        inv = 1.0 / (1.0 + e)
+                        s = inv if t >= 0 else e * inv
+                        y[r, p, j] = 1.0 if gen.random() < s else -1.0
+                # 3. every algorithm's step of replicate r (no random numbers)
+                row = s0 + r
+                for a in range(A):
+                    if k > n[a]:
+                        continue
+                    Pa = P[a]
+                    ba = b[a]
+                    step = gammas[a, k - 1] / ba
+                    base = offs[a] + row * Pa * d
+                    for i in range(d):
+                        mean[a, row, i] = 0.0
+                    for p in range(Pa):
+                        w = base + p * d
+                        for j in range(ba):
+                            acc = 0.0
+                            for i in range(d):
+                                acc += x[r, p, j, i] * theta[w + i]
+                            yj = y[r, p, j]
+                            zz = -yj * acc
+                            e = np.exp(-abs(zz))
+                            inv = 1.0 / (1.0 + e)
+                            s = inv if zz >= 0 else e * inv
+                            c[j] = -yj * s * step
+                        for j in range(ba):
+                            cj = c[j]
+                            for i in range(d):
+                                theta[w + i] -= cj * x[r, p, j, i]
+                        for i in range(d):
+                            mean[a, row, i] += theta[w + i]
+                    dist = 0.0
+                    for i in range(d):
+                        mi = mean[a, row, i] / Pa
+                        mean[a, row, i] = mi
+                        sums[a, row, i] += mi
+                        if k >= tail_start[a]:
+                            tails[a, row, i] += mi
+                        dev = mi - theta_star[i]
+                        dist += dev * dev
+                    if masks[a, k - 1] and Pa > 1:
+                        for p in range(Pa):
+                            w = base + p * d
+                            for i in range(d):
+                                theta[w + i] = mean[a, row, i]
+                    if not (dist <= thr) and div[a, row] == 0:
+                        div[a, row] = k
+
+    return segment
+
+
+def fused_local_plan(run: Any) -> bool:
+    """Whether the call described by ``run`` (:class:`convkit.simulate._Run`) runs by segments."""
+    from .algorithms.local import LocalSGD
+    from .problems.logistic import LogisticRegression
+
+    return (
+        run.be.name == "numpy"
+        and np.dtype(run.be.float_dtype) == np.float64
+        and type(run.problem) is LogisticRegression
+        and all(type(a) is LocalSGD for a in run.algos)
+        and not any(tau is not None for tau in run.weight_shifts)
+        and segment_kernel(run.problem.d) is not None
+    )
+
+
+class FusedLocalLogistic:
+    """The state of one part (``Rc`` replicates; algorithms ``which`` of the call) of a fused
+    call and its segment driver.
+
+    ``states[g]``, ``sums[g]`` and ``tails[g]`` (algorithm ``which[g]``) are what the
+    step-by-step engine keeps per algorithm (:class:`~convkit.algorithms.local.LocalState`
+    with views of the flat worker array, and ``(Rc, d)`` float64 sums), so the engine records
+    from them unchanged.  The sample buffers have the shape of the whole call's draws
+    (``P_max``, ``b_max`` over all its algorithms): the random streams do not depend on which
+    algorithms a part runs.
+    """
+
+    def __init__(
+        self, run: Any, Rc: int, blocks: list[tuple[int, int]], which: tuple[int, ...]
+    ) -> None:
+        from .algorithms.local import LocalState
+
+        prob = run.problem
+        algos = [run.algos[i] for i in which]
+        d = prob.d
+        self.run, self.blocks = run, blocks
+        self.kernel = segment_kernel(d)
+        A = len(algos)
+        self.P = np.array([a.workers for a in algos], dtype=np.int64)
+        self.b = np.array([a.batch for a in algos], dtype=np.int64)
+        self.n = np.array([run.ns[i] for i in which], dtype=np.int64)
+        self.tail_start = np.array([run.tail_starts[i] for i in which], dtype=np.int64)
+        sizes = Rc * self.P * d
+        self.offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.theta = np.empty(int(sizes.sum()))
+        self.mean = np.empty((A, Rc, d))
+        self.sums = np.zeros((A, Rc, d))
+        self.tails = np.zeros((A, Rc, d))
+        n_max = int(self.n.max())
+        self.gammas = np.zeros((A, n_max))
+        self.masks = np.zeros((A, n_max), dtype=np.bool_)
+        self.states = []
+        for g, a in enumerate(algos):
+            ng = int(self.n[g])
+            self.gammas[g, :ng] = a._gammas[:ng]
+            self.masks[g, :ng] = a._comm_mask[:ng]
+            view = self.theta[self.offs[g] : self.offs[g] + sizes[g]].reshape(Rc, a.workers, d)
+            view[...] = run.theta0
+            self.mean[g] = view.mean(axis=1)
+            self.states.append(LocalState(view, self.mean[g]))
+        self.sqrt_h = np.ascontiguousarray(prob.sqrt_h, dtype=np.float64)
+        self.q = np.empty((0, 0)) if prob.Q is None else np.ascontiguousarray(prob.Q)
+        self.theta_star = np.ascontiguousarray(prob.theta_star, dtype=np.float64)
+        Pm = max(a.workers for a in run.algos)
+        bm = max(a.batch for a in run.algos)
+        self.x = [np.empty((s1 - s0, Pm, bm, d)) for s0, s1 in blocks]
+        self.y = [np.empty((s1 - s0, Pm, bm)) for s0, s1 in blocks]
+        self.div = np.zeros((A, Rc), dtype=np.int64)
+
+    def advance(self, generators: list[np.random.Generator], k0: int, k1: int) -> None:
+        """Local steps ``k0..k1`` of every algorithm and block (``generators``: the blocks')."""
+        for (s0, _), gen, x, y in zip(self.blocks, generators, self.x, self.y, strict=True):
+            self.kernel(
+                gen, x, y, self.sqrt_h, self.q, self.theta_star, self.theta, self.offs,
+                self.P, self.b, self.n, self.tail_start, self.gammas, self.masks,
+                self.mean, self.sums, self.tails, self.div, s0, k0, k1,
+                float(self.run.div_threshold),
+            )  # fmt: skip
+
+
+def segment_ends(layouts: list[Any], ns: list[int]) -> np.ndarray:
+    """The last step of every segment: every record step, every algorithm's last step, and
+    at most :data:`MAX_SEGMENT` steps apart."""
+    n_max = max(ns)
+    ends = [lay.steps for lay in layouts] + [np.asarray(ns)]
+    ends.append(np.arange(MAX_SEGMENT, n_max, MAX_SEGMENT))
+    ends.append(np.array([n_max]))
+    return np.unique(np.concatenate(ends).astype(np.int64))

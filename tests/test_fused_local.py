@@ -1,0 +1,162 @@
+"""The fused Local-SGD segments on logistic regression (convkit._fused_local) against the
+step-by-step engine, and the thread plan that splits blocks by algorithm."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import convkit as ck
+from convkit import _fused_local, _parallel
+from convkit import topology as T
+from convkit.algorithms.decentralized import CHOCOSGD
+from convkit.compression import TopK
+from convkit.simulate import _Run
+
+pytest.importorskip("numba")
+
+
+def _run(prob, algos, fused: bool, **kw):
+    saved = _fused_local._KERNEL
+    _fused_local._KERNEL = saved if fused else None
+    try:
+        return ck.simulate(prob, algos, seed=3, progress=False, **kw)
+    finally:
+        _fused_local._KERNEL = saved
+
+
+def _assert_same(a, b, exact: bool = True) -> None:
+    assert list(a.values) == list(b.values)
+    for name in a.values:
+        va, vb = a.values[name], b.values[name]
+        np.testing.assert_array_equal(va.diverged_at, vb.diverged_at)
+        if exact:
+            np.testing.assert_array_equal(va.values, vb.values)
+        else:  # rounding of a rotated design (BLAS against the kernel's sums)
+            np.testing.assert_allclose(va.values, vb.values, rtol=1e-12, atol=1e-300)
+
+
+def _algos(P: int = 4):
+    step = ck.PolyDecay(1.0, 0.75)
+    return [
+        ck.MBA(P, step),
+        ck.OSA(P, step),
+        ck.LocalSGD(P, step, comm=ck.Rounds(7), name="R7"),
+        ck.LocalSGD(2, step, comm="every:3", batch=3, name="P2b3"),
+        ck.LocalSGD(1, ck.PolyDecay(0.5, 0.6), name="single"),
+    ]
+
+
+def test_fused_path_is_taken_only_where_it_applies():
+    prob = ck.LogisticRegression.gaussian(2, spectrum="flat")
+
+    def plan(problem, algos, dtype="float64", weighted=False):
+        be = ck.backend.get_backend("numpy", dtype)
+        for a in algos:
+            a.prepare(50)
+        run = _Run(problem, algos, [50] * len(algos), [], [1] * len(algos), be, 0,
+                   np.zeros(problem.d), 1.0, 1, [], [],
+                   weight_shifts=tuple(1.0 if weighted else None for _ in algos))  # fmt: skip
+        return _fused_local.fused_local_plan(run)
+
+    assert plan(prob, _algos())
+    assert not plan(prob, _algos(), dtype="float32")
+    assert not plan(prob, _algos(), weighted=True)
+    assert not plan(ck.LeastSquares.gaussian(2), _algos())
+    choco = CHOCOSGD(T.ring(4), ck.PolyDecay(1.0, 0.75), TopK(k=1), 0.3)
+    assert not plan(prob, [*_algos(), choco])
+
+
+def test_fused_segments_equal_the_step_by_step_engine_bit_for_bit():
+    # d = 2, batch 1 (the large-step Local-SGD studies): the same operations in the same order
+    prob = ck.LogisticRegression.gaussian(2, spectrum="1/i", theta_star=np.ones(2))
+    algos = [a for a in _algos() if a.batch == 1]
+    kw = dict(steps=300, replicates=300, n_record=9, tail=0.5)
+    fused, plain = _run(prob, algos, True, **kw), _run(prob, algos, False, **kw)
+    _assert_same(fused, plain)
+    assert all(v.values.shape[0] == 9 for v in fused.values.values())
+
+
+@pytest.mark.parametrize("d", [2, 5])
+def test_fused_segments_with_batches_or_higher_dimension_agree_to_rounding(d):
+    # batch > 1 or d > 2: sums over samples or coordinates may be reassociated differently by
+    # the two kernels (fast-math "reassoc" in both): a few ulps, measured <= 5.5e-15 relative
+    prob = ck.LogisticRegression.gaussian(d, spectrum="1/i", theta_star=np.ones(d))
+    kw = dict(steps=300, replicates=100, n_record=9)
+    _assert_same(_run(prob, _algos(), True, **kw), _run(prob, _algos(), False, **kw), exact=False)
+
+
+def test_fused_segments_with_a_rotated_design_agree_to_rounding():
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    prob = ck.LogisticRegression(np.array([2.0, 1.0, 0.5]), Q=Q, theta_star=np.ones(3))
+    kw = dict(steps=200, replicates=40, n_record=5)
+    _assert_same(_run(prob, _algos(), True, **kw), _run(prob, _algos(), False, **kw), exact=False)
+
+
+def test_fused_segments_detect_divergence_at_the_same_step():
+    prob = ck.LogisticRegression.gaussian(2, spectrum="flat", theta_star=np.ones(2))
+    algos = [ck.MBA(2, ck.Constant(60.0)), ck.OSA(2, ck.Constant(0.5))]
+    kw = dict(steps=400, replicates=64, divergence_factor=2.0)
+    with pytest.warns(ck.DivergenceWarning):
+        fused = _run(prob, algos, True, **kw)
+    with pytest.warns(ck.DivergenceWarning):
+        plain = _run(prob, algos, False, **kw)
+    assert (next(iter(fused.values.values())).diverged_at > 0).sum() > 0
+    _assert_same(fused, plain)
+
+
+def test_long_runs_cross_segment_boundaries():
+    prob = ck.LogisticRegression.gaussian(2, spectrum="flat")
+    n = 2 * _fused_local.MAX_SEGMENT + 17
+    algos = [
+        ck.MBA(2, ck.PolyDecay(1.0, 0.75)),
+        ck.LocalSGD(2, ck.PolyDecay(1.0, 0.75), "rounds:5"),
+    ]
+    kw = dict(steps=n, replicates=8, n_record=3)
+    _assert_same(_run(prob, algos, True, **kw), _run(prob, algos, False, **kw))
+
+
+@pytest.mark.parametrize("replicates", [200, 600])
+def test_threads_and_memory_limits_give_identical_values(replicates):
+    # 200: one block, split by algorithm on two threads; 600: two whole blocks and the third
+    # split by algorithm
+    prob = ck.LogisticRegression.gaussian(2, spectrum="flat")
+    kw = dict(steps=120, replicates=replicates, n_record=4)
+    serial = _run(prob, _algos(), True, threads=1, **kw)
+    assert serial.meta["parallel"]["threads"] == 1
+    two = _run(prob, _algos(), True, threads=2, **kw)
+    assert two.meta["parallel"]["threads"] == 2
+    _assert_same(serial, two)
+    if replicates > 256:  # one block (of 413 kB) per chunk
+        small = _run(prob, _algos(), True, threads=2, memory_limit=500_000, **kw)
+        assert small.meta["parallel"]["parts"] > two.meta["parallel"]["parts"]
+        _assert_same(serial, small)
+    _assert_same(serial, _run(prob, _algos(), False, threads=2, **kw), exact=False)
+
+
+@pytest.mark.parametrize(
+    ("blocks", "threads", "costs"),
+    [(1, 2, [1, 1, 1]), (3, 2, [5, 1, 1, 1, 1, 1]), (4, 2, [1, 2]), (5, 3, [1]), (2, 4, [1, 3]),
+     (1, 1, [1, 1]), (7, 2, [2, 2, 2])],
+)  # fmt: skip
+def test_thread_plan_covers_every_block_and_algorithm_once(blocks, threads, costs):
+    plan = _parallel.plan_threads(10, 10 + blocks, threads, costs)
+    assert 1 <= len(plan) <= threads
+    seen = []
+    for tasks in plan:
+        for j0, j1, which in tasks:
+            assert 10 <= j0 < j1 <= 10 + blocks
+            algos = range(len(costs)) if which is None else which
+            seen += list(itertools.product(range(j0, j1), algos))
+    assert sorted(seen) == sorted(itertools.product(range(10, 10 + blocks), range(len(costs))))
+
+
+def test_thread_plan_balances_a_single_block_by_cost():
+    plan = _parallel.plan_threads(0, 1, 2, [4, 1, 1, 1, 1])
+    assert plan == [[(0, 1, (0,))], [(0, 1, (1, 2, 3, 4))]]
+    # three blocks, two threads: one whole block each, the third split
+    plan = _parallel.plan_threads(0, 3, 2, [1, 1, 1, 1])
+    assert plan == [[(0, 1, None), (2, 3, (0, 2))], [(1, 2, None), (2, 3, (1, 3))]]
