@@ -303,14 +303,15 @@ def _algorithms(cell: Cell, step: Any, cfg: list[dict[str, Any]]) -> list[Any]:
     ]
 
 
-def logistic_cell(cell: Cell, threads: int | None = 1) -> pd.DataFrame:
+def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
     """Simulate one logistic cell (all schedules on common random numbers).
 
     Rows: one per configuration (``schedule`` ``power`` rows carry their ``p``), plus ``best``
     at each family budget ``N``: the power ``p`` in :data:`BEST_POWERS` with the smallest mean
     error on the even-numbered replicates, reported (``err``, ratios) on the odd-numbered
     replicates only, so that the selection does not bias the reported error; its ``replicates``
-    is the held-out count and ``p`` the chosen power."""
+    is the held-out count and ``p`` the chosen power.  ``threads``: :func:`convkit.simulate`'s
+    (all cores by default; the values do not depend on it)."""
     prob, C, theta0 = problem_of(cell)
     step = ck.PolyDecay(C=C, alpha=cell.alpha)
     cfg = configurations(cell, prob, step, theta0)
@@ -595,7 +596,7 @@ def cache_dir() -> Path:
     return Path(__file__).resolve().parents[1] / ".convkit-cache" / "local_sgd_cells"
 
 
-def cell_frame(cell: Cell, threads: int | None = 1, use_cache: bool = True) -> pd.DataFrame:
+def cell_frame(cell: Cell, threads: int | None = None, use_cache: bool = True) -> pd.DataFrame:
     """All rows of one cell (see :func:`logistic_cell`, :func:`least_squares_cell`), from the
     cache when present."""
     path = cache_dir() / f"{cell.key()}.csv"
@@ -613,7 +614,7 @@ def cell_frame(cell: Cell, threads: int | None = 1, use_cache: bool = True) -> p
     return out
 
 
-def cells_frame(cells: list[Cell], threads: int | None = 1, log: Any = None) -> pd.DataFrame:
+def cells_frame(cells: list[Cell], threads: int | None = None, log: Any = None) -> pd.DataFrame:
     """Rows of several cells (in order); ``log(cell, seconds)`` after each when given."""
     import time
 
