@@ -10,8 +10,9 @@ are grouped into parts, nor on where or in which order the parts run: threads of
 values to the serial run.
 
 * Threads: each memory chunk (at most ``memory_limit`` bytes of state) is split into up to
-  ``threads`` parts of whole blocks (:func:`split_blocks`) that run at once on a thread pool;
-  their states add up to the chunk's, so the memory bound holds for the whole call.  The
+  ``threads`` parts of whole blocks that run at once on a thread pool, the blocks left over
+  split by algorithm (:func:`plan_threads`); their states add up to the chunk's, so the memory
+  bound holds for the whole call.  The
   compiled kernels release the GIL (``nogil=True``), as do NumPy's random fills and its array
   operations on large arrays; the Python of each step holds it.  Before the threads start,
   one throwaway step in the calling thread builds the lazily compiled kernels and caches

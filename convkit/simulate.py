@@ -39,9 +39,11 @@ run warns and processes one block per chunk (using more than ``memory_limit``). 
 its state and writes only its own slice of the outputs (:func:`_run_chunk`).
 
 Parallel runs (``threads``, ``dask``; :mod:`convkit._parallel`): each chunk is split into
-parts of whole blocks that run at once on a thread pool (their states add up to the chunk's,
-so ``memory_limit`` bounds the whole call), or on the workers of a Dask cluster, each part
-returning its slice of the outputs.  A part's numbers depend on its blocks' streams only:
+parts of whole blocks that run at once on a thread pool (the blocks left over when there are
+fewer than threads, e.g. the only block of a call of at most 256 replicates, are split by
+algorithm instead, each part redrawing the block's samples; the parts' states add up to the
+chunk's, so ``memory_limit`` bounds the whole call), or on the workers of a Dask cluster, each
+part returning its slice of the outputs.  A part's numbers depend on its blocks' streams only:
 ``Result.values`` are bit-identical for any ``threads``, ``dask`` and ``memory_limit``.
 
 Limits checked before any work: the state of the largest chunk plus the recorded values
@@ -362,8 +364,10 @@ def simulate(
         up to ``threads`` parts of whole blocks, run concurrently (their states add up to the
         chunk's, so ``memory_limit`` bounds the whole call); the compiled kernels and NumPy's
         random fills and large array operations release the GIL, the Python of each step does
-        not.  Parallelism needs ``R > REPLICATE_BLOCK`` (several blocks in a chunk): blocks are
-        the unit of randomness and are never split.  With the CuPy backend ``None`` means 1.
+        not.  Blocks are the unit of randomness and are never split across replicates: the
+        blocks left over (fewer than ``threads``) are split by algorithm, so a call of one
+        block still uses several cores when it compares several algorithms.  With the CuPy
+        backend ``None`` means 1.
         With ``dask=True``: the number of worker processes of the embedded cluster.
     dask:
         Run the blocks on a Dask cluster (extra ``convkit[cluster]``): ``True`` an embedded
