@@ -18,6 +18,7 @@ helpers here make them agree:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,9 +31,12 @@ __all__ = [
     "WEIGHTED_ITERATES",
     "DivergenceWarning",
     "WeightedSums",
+    "record_at",
     "record_steps",
     "resolve_weight_shift",
     "starting_point",
+    "state_rows",
+    "store_record",
 ]
 
 ITERATES = ("avg", "tail", "last")
@@ -170,3 +174,47 @@ class WeightedSums:
     def average(self, p: int, rows: slice = slice(None)) -> Any:
         """The weighted average with weights ``(j + tau)^p`` (of the leading-axis ``rows``)."""
         return self.sums[p][rows, ...] / self.weights[p]
+
+
+def state_rows(state: Any, s0: int, s1: int, Rc: int) -> Any:
+    """Replicates ``s0:s1`` of an algorithm state (an array or a dataclass of arrays whose
+    leading axis is the chunk's ``Rc`` replicates; other fields are kept)."""
+    if s0 == 0 and s1 == Rc:
+        return state
+    if not is_dataclass(state):
+        return state[s0:s1, ...]
+    updates = {}
+    for f in fields(state):
+        v = getattr(state, f.name)
+        shape = getattr(v, "shape", ())
+        if len(shape) >= 1 and shape[0] == Rc:
+            updates[f.name] = v[s0:s1, ...]
+    return replace(state, **updates)
+
+
+def record_at(
+    problem, algo, state, m, sums, tails, k, tail_start, wsums=None, rows=slice(None)
+) -> dict[tuple[str, str], Any]:
+    """The metrics of every recorded iterate at local step ``k`` (worker mean ``m``, running
+    sums, tail sums from ``tail_start``, weighted sums) and the algorithm's extra metrics,
+    keyed ``(iterate, metric)``."""
+    out: dict[tuple[str, str], Any] = {}
+    estimates = {"avg": sums / k, "last": m}
+    if k >= tail_start:
+        estimates["tail"] = tails / (k - tail_start + 1)
+    if wsums is not None:
+        estimates["wavg1"] = wsums.average(1, rows)
+        estimates["wavg2"] = wsums.average(2, rows)
+    for it, theta in estimates.items():
+        for metric, v in problem.errors(theta).items():
+            out[(it, metric)] = v
+    for name, v in algo.extra_metrics(state, problem).items():
+        out[("state", name)] = v
+    return out
+
+
+def store_record(arr: np.ndarray, pos: int, vals: dict, layout: Any, r0: int, r1: int) -> None:
+    """Write ``vals`` (:func:`record_at`) into record ``pos`` of ``arr`` (n_rec, iterates,
+    metrics, R), replicates ``r0:r1``, at the positions of ``layout``."""
+    for (it, metric), v in vals.items():
+        arr[pos, layout.iterates.index(it), layout.metrics.index(metric), r0:r1] = to_numpy(v)

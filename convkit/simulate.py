@@ -95,9 +95,12 @@ from .problems.base import GradientOracle, Problem
 from .recording import (
     DivergenceWarning,
     WeightedSums,
+    record_at,
     record_steps,
     resolve_weight_shift,
     starting_point,
+    state_rows,
+    store_record,
 )
 from .result import ConfigValues, Result, frame_from_values
 from .validation import check_int, check_real
@@ -685,10 +688,10 @@ def _run_chunk(
             return
         t_rec = time.perf_counter()
         for s0, s1 in blocks:
-            vals = _record(
+            vals = record_at(
                 problem,
                 algos[i],
-                _rows(states[i], s0, s1, Rc),
+                state_rows(states[i], s0, s1, Rc),
                 m[s0:s1, ...],
                 sums[i][s0:s1, ...],
                 tails[i][s0:s1, ...],
@@ -697,7 +700,7 @@ def _run_chunk(
                 wsums[i],
                 slice(s0, s1),
             )
-            _store(run.values[i], rec_pos[i], vals, lay, o0 + s0, o0 + s1)
+            store_record(run.values[i], rec_pos[i], vals, lay, o0 + s0, o0 + s1)
         rec_pos[i] += 1
         clock.recorded(time.perf_counter() - t_rec, timed)
 
@@ -754,45 +757,6 @@ def _run_chunk(
             clock.tick(k, Rc, timed, share=share)
     for i in which:
         run.diverged[i][o0 : o0 + Rc] = div_chunk[i]
-
-
-def _rows(state: Any, s0: int, s1: int, Rc: int) -> Any:
-    """Replicates ``s0:s1`` of an algorithm state (an array or a dataclass of arrays whose
-    leading axis is the chunk's ``Rc`` replicates; other fields are kept)."""
-    if s0 == 0 and s1 == Rc:
-        return state
-    if not is_dataclass(state):
-        return state[s0:s1, ...]
-    updates = {}
-    for f in fields(state):
-        v = getattr(state, f.name)
-        shape = getattr(v, "shape", ())
-        if len(shape) >= 1 and shape[0] == Rc:
-            updates[f.name] = v[s0:s1, ...]
-    return replace(state, **updates)
-
-
-def _record(
-    problem, algo, state, m, sums, tails, k, tail_start, wsums=None, rows=slice(None)
-) -> dict[tuple[str, str], Any]:
-    out: dict[tuple[str, str], Any] = {}
-    estimates = {"avg": sums / k, "last": m}
-    if k >= tail_start:
-        estimates["tail"] = tails / (k - tail_start + 1)
-    if wsums is not None:
-        estimates["wavg1"] = wsums.average(1, rows)
-        estimates["wavg2"] = wsums.average(2, rows)
-    for it, theta in estimates.items():
-        for metric, v in problem.errors(theta).items():
-            out[(it, metric)] = v
-    for name, v in algo.extra_metrics(state, problem).items():
-        out[("state", name)] = v
-    return out
-
-
-def _store(arr: np.ndarray, pos: int, vals: dict, layout: _Layout, r0: int, r1: int) -> None:
-    for (it, metric), v in vals.items():
-        arr[pos, layout.iterates.index(it), layout.metrics.index(metric), r0:r1] = to_numpy(v)
 
 
 def _versions() -> dict[str, str]:
