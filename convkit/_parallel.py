@@ -136,7 +136,11 @@ class Clock:
             steps = 1
         else:
             dt = now - self.t_first
-            if dt < _TIMING_SECONDS and k - 1 < _TIMING_STEPS and k < self.n_max:
+            # the window counts stepping time only (records are timed apart): otherwise the
+            # long records of the first record points (one local step apart) would end it
+            # after one step, a noisy estimate
+            stepping = dt - self.record_seconds
+            if stepping < _TIMING_SECONDS and k - 1 < _TIMING_STEPS and k < self.n_max:
                 return
             steps = k - 1
             per_step = max(0.0, dt - self.record_seconds) / (steps * Rc)
