@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,7 @@ __all__ = [
     "LocalSpec",
     "design_coefficients",
     "local_curves",
+    "kernel_threads",
     "local_specs",
     "second_moment_matrix",
     "stability_limit",
@@ -165,7 +167,9 @@ def local_curves(
     ``E||avg||_H^2, E||avg||^2, E||tail||_H^2, E||tail||^2, E||last||_H^2, E||last||^2``
     (NaN where undefined: tail before its start, after divergence); ``diverged_at[c]`` is the
     first step with ``E||zbar||^2 > threshold`` (0 if none).  ``use_numba=None``: the compiled
-    loop when available, else the NumPy path vectorized across configurations.
+    loop when available (one call per configuration, the configurations on up to
+    :func:`kernel_threads` parallel threads, numbers independent of the thread count), else
+    the NumPy path vectorized across configurations.
     """
     h = np.ascontiguousarray(h, dtype=np.float64)
     z2 = np.ascontiguousarray(z2, dtype=np.float64)
@@ -175,38 +179,72 @@ def local_curves(
     raws = [np.full((s.rec.size, 6), np.nan) for s in specs]
     div = np.zeros(len(specs), dtype=np.int64)
     if kernel is not None:
+        calls = []
         for i, s in enumerate(specs):
             c_sq, c_tr = design_coefficients(design, s.batch)
             kind, C, alpha, k0, gam = s.kernel_step()
             period, n_even, rpos = s.kernel_rounds()
-            div[i] = kernel(
-                h,
-                z2,
-                int(s.n),
-                kind,
-                C,
-                alpha,
-                k0,
-                gam,
-                int(period),
-                int(n_even),
-                rpos,
-                float(s.workers),
-                float(s.batch),
-                c_sq,
-                c_tr,
-                sigma2,
-                int(s.tail_start),
-                np.ascontiguousarray(s.rec, dtype=np.int64),
-                float(threshold),
-                raws[i],
+            calls.append(
+                (
+                    h,
+                    z2,
+                    int(s.n),
+                    kind,
+                    C,
+                    alpha,
+                    k0,
+                    gam,
+                    int(period),
+                    int(n_even),
+                    rpos,
+                    float(s.workers),
+                    float(s.batch),
+                    c_sq,
+                    c_tr,
+                    sigma2,
+                    int(s.tail_start),
+                    np.ascontiguousarray(s.rec, dtype=np.int64),
+                    float(threshold),
+                    raws[i],
+                )
             )
+        div[:] = _run_kernels(kernel, calls, [s.n * h.size for s in specs])
     else:
         _numpy_curves(h, z2, sigma2, design, specs, threshold, raws, div)
     for i, s in enumerate(specs):
         if div[i]:
             raws[i][s.rec >= div[i]] = np.nan
     return raws, div
+
+
+def kernel_threads() -> int:
+    """Threads for the configurations of one :func:`local_curves` call: numba's thread
+    count (``numba.set_num_threads``, ``NUMBA_NUM_THREADS``)."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    if not getattr(parallel, "_is_initialized", True):
+        # nobody set a count yet: the default, without starting numba's threading layer
+        return int(numba.config.NUMBA_NUM_THREADS)
+    return int(numba.get_num_threads())
+
+
+def _run_kernels(kernel: Any, calls: list[tuple], costs: list[int]) -> list[int]:
+    """Run the compiled kernel once per configuration, on up to :func:`kernel_threads`
+    threads (it releases the GIL).  Each call writes only its own output array and reads
+    shared inputs, so the numbers do not depend on the thread count or the order."""
+    threads = min(len(calls), kernel_threads()) if len(calls) > 1 else 1
+    if threads <= 1:
+        return [int(kernel(*c)) for c in calls]
+    if not kernel.signatures:  # load (or compile) it here, not in several threads at once
+        c = calls[0]
+        kernel(*c[:2], 1, *c[3:16], 1, c[17][:0], c[18], np.empty((0, 6)))
+    order = sorted(range(len(calls)), key=lambda i: -costs[i])  # longest first
+    out = [0] * len(calls)
+    with ThreadPoolExecutor(max_workers=threads) as ex:
+        for i, r in zip(order, ex.map(lambda i: int(kernel(*calls[i])), order), strict=True):
+            out[i] = r
+    return out
 
 
 def _numpy_curves(h, z2, sigma2, design, specs, threshold, raws, div) -> None:
