@@ -1,13 +1,15 @@
-"""Fused Local-SGD segments on online logistic regression (compiled, through numba).
+"""Fused Local-SGD segments on online logistic regression and Gaussian least squares
+(compiled, through numba).
 
 The step loop of :func:`convkit.simulate` makes, per local step, one sampling call, one kernel
 call per algorithm and a few array operations (running sums, divergence check) per algorithm:
 for small problems (``d = 2``, the large-step Local-SGD studies) those Python-level calls cost
 more than the arithmetic.  When every algorithm of a call is plain Local-SGD
 (:class:`~convkit.algorithms.local.LocalSGD`: MBA, OSA, any communication schedule) on
-:class:`~convkit.problems.logistic.LogisticRegression` with the NumPy backend in float64,
-:func:`segment_kernel` runs a whole *segment* of local steps ``k0..k1`` of one replicate block
-in one compiled call, from the block's own generator, and the engine returns to Python only at
+:class:`~convkit.problems.logistic.LogisticRegression` (or on
+:class:`~convkit.problems.least_squares.LeastSquares` with its unrotated Gaussian design) with
+the NumPy backend in float64, :func:`segment_kernel` runs a whole *segment* of local steps
+``k0..k1`` of one replicate block in one compiled call, from the block's own generator, and the engine returns to Python only at
 record points (and every :data:`MAX_SEGMENT` steps, for progress and cancellation).
 
 Per local step ``k`` and block, exactly what the step-by-step engine computes, in its order:
@@ -22,15 +24,17 @@ Per local step ``k`` and block, exactly what the step-by-step engine computes, i
 2. for each algorithm ``a`` with ``k <= n_a`` (its first ``P_a`` workers, ``b_a`` samples):
    the mini-batch step of :func:`convkit._logistic_kernels.logistic_sgd_update`,
    ``theta <- theta - (gamma_k / b) sum_j -y_j sigmoid(-y_j <x_j, theta>) x_j``, the worker
-   mean ``m``, the averaging ``theta_p <- m`` after a communication step (``P_a > 1``);
+   mean ``m``, the averaging ``theta_p <- m`` after a communication step (``P_a > 1``)
+   (least squares: the draws are all the block's ``z``, then all its ``eps``, and the step is
+   that of :func:`convkit._kernels.ls_sgd_update`);
 3. the engine's bookkeeping: ``sums += m``, ``tails += m`` from the tail start on, and the
    divergence check: the first ``k`` with ``not (||m - theta*||^2 <= threshold)`` (NaN
    included) is stored for the replicate.
 
 Same fast-math flags as the one-step kernel (``reassoc``, ``contract``: no finite-math
 assumptions, so a diverging run still produces inf/NaN and is detected).  The values are
-bit-identical to the step-by-step path's for batch 1 at ``d = 2`` (the large-step studies) and
-agree to a few ulps otherwise (sums over samples and coordinates may be reassociated
+bit-identical to the step-by-step path's at ``d = 2`` (the large-step studies; logistic
+regression with batch 1) and agree to a few ulps otherwise (sums over samples and coordinates may be reassociated
 differently by the two kernels; ``tests/test_fused_local.py``); a block's
 numbers depending on its stream only, they are bit-identical for any thread count,
 ``memory_limit`` or Dask.
@@ -49,7 +53,7 @@ import numpy as np
 
 from . import _kernels
 
-__all__ = ["MAX_SEGMENT", "FusedLocalLogistic", "fused_local_plan", "segment_kernel"]
+__all__ = ["MAX_SEGMENT", "FusedLocal", "fused_local_plan", "segment_ends", "segment_kernel"]
 
 #: the longest segment of one compiled call (progress, cancellation and timing in between)
 MAX_SEGMENT = 2048
@@ -61,10 +65,10 @@ _KERNEL: Any = "auto"
 _UNROLL_D = 8
 
 
-def segment_kernel(d: int = 0) -> Any:
-    """The compiled segment kernel for dimension ``d`` (its own compilation for ``d <=
-    _UNROLL_D``, one for all larger ``d``), or None when numba cannot be used (or it is
-    switched off)."""
+def segment_kernel(d: int = 0, kind: str = "logistic") -> Any:
+    """The compiled segment kernel of ``kind`` (``"logistic"``, ``"least_squares"``) for
+    dimension ``d`` (its own compilation for ``d <= _UNROLL_D``, one for all larger ``d``), or
+    None when numba cannot be used (or it is switched off)."""
     global _KERNEL
     if _kernels._KERNEL is None:
         return None
@@ -72,9 +76,9 @@ def segment_kernel(d: int = 0) -> Any:
         _KERNEL = None if _numba() is None else {}
     if _KERNEL is None:
         return None
-    key = d if 0 < d <= _UNROLL_D else 0
+    key = (kind, d if 0 < d <= _UNROLL_D else 0)
     if key not in _KERNEL:
-        _KERNEL[key] = _compile(key)
+        _KERNEL[key] = (_compile if kind == "logistic" else _compile_ls)(key[1])
     return _KERNEL[key]
 
 
@@ -94,8 +98,8 @@ def _compile(D: int) -> Any:
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def segment(  # pragma: no cover - compiled
-        gen, x, y, sqrt_h, q, theta_star, theta, offs, P, b, n, tail_start, gammas, masks,
-        mean, sums, tails, div, s0, k0, k1, thr,
+        gen, x, y, sqrt_h, q, theta_star, noise, theta, offs, P, b, n, tail_start, gammas,
+        masks, mean, sums, tails, div, s0, k0, k1, thr,
     ):  # fmt: skip
         # x (Rb, Pm, bm, d), y (Rb, Pm, bm): the block's sample buffers; q: (d, d) rotation or
         # (0, 0); theta: every algorithm's (Rc, P_a, d) workers, flattened, algorithm a from
@@ -183,22 +187,105 @@ def _compile(D: int) -> Any:
     return segment
 
 
-def fused_local_plan(run: Any) -> bool:
-    """Whether the call described by ``run`` (:class:`convkit.simulate._Run`) runs by segments."""
+def _compile_ls(D: int) -> Any:
+    """The least-squares kernel (Gaussian design ``x = z * sqrt(h)``, labels ``y = <x, theta*>
+    + noise eps``) for dimension ``D`` (``D = 0``: any dimension)."""
+    numba = _numba()
+
+    @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
+    def segment(  # pragma: no cover - compiled
+        gen, z, eps, scale, q, theta_star, noise, theta, offs, P, b, n, tail_start, gammas,
+        masks, mean, sums, tails, div, s0, k0, k1, thr,
+    ):  # fmt: skip
+        # as the logistic kernel; z (Rb, Pm, bm, d) and eps (Rb, Pm, bm) are the block's draws
+        # (LeastSquares.sample: all the z, then all the eps), the step that of
+        # convkit._kernels.ls_sgd_update: theta -= gamma/b sum_j x_j (<x_j, theta - theta*> -
+        # noise eps_j), x_j = z_j * scale.  (q is unused: rotated designs are not fused.)
+        Rb, Pm, bm = eps.shape
+        d = D if D > 0 else z.shape[3]
+        A = P.shape[0]
+        res = np.empty(bm, dtype=z.dtype)
+        for k in range(k0, k1 + 1):
+            for r in range(Rb):
+                for p in range(Pm):
+                    for j in range(bm):
+                        for i in range(d):
+                            z[r, p, j, i] = gen.standard_normal()
+            for r in range(Rb):
+                for p in range(Pm):
+                    for j in range(bm):
+                        eps[r, p, j] = gen.standard_normal()
+            for r in range(Rb):
+                row = s0 + r
+                for a in range(A):
+                    if k > n[a]:
+                        continue
+                    Pa = P[a]
+                    ba = b[a]
+                    step = gammas[a, k - 1] / ba
+                    base = offs[a] + row * Pa * d
+                    for i in range(d):
+                        mean[a, row, i] = 0.0
+                    for p in range(Pa):
+                        w = base + p * d
+                        for j in range(ba):
+                            acc = 0.0
+                            for i in range(d):
+                                acc += z[r, p, j, i] * scale[i] * (theta[w + i] - theta_star[i])
+                            res[j] = (acc - noise * eps[r, p, j]) * step
+                        for j in range(ba):
+                            rj = res[j]
+                            for i in range(d):
+                                theta[w + i] -= rj * z[r, p, j, i] * scale[i]
+                        for i in range(d):
+                            mean[a, row, i] += theta[w + i]
+                    dist = 0.0
+                    for i in range(d):
+                        mi = mean[a, row, i] / Pa
+                        mean[a, row, i] = mi
+                        sums[a, row, i] += mi
+                        if k >= tail_start[a]:
+                            tails[a, row, i] += mi
+                        dev = mi - theta_star[i]
+                        dist += dev * dev
+                    if masks[a, k - 1] and Pa > 1:
+                        for p in range(Pa):
+                            w = base + p * d
+                            for i in range(d):
+                                theta[w + i] = mean[a, row, i]
+                    if not (dist <= thr) and div[a, row] == 0:
+                        div[a, row] = k
+
+    return segment
+
+
+def fused_local_plan(run: Any) -> str | None:
+    """The kernel kind that runs the call described by ``run`` (:class:`convkit.simulate._Run`)
+    by segments, or None: every algorithm plain Local-SGD, NumPy in float64, no weighted
+    averages, and online logistic regression (``"logistic"``) or Gaussian least squares
+    without rotation (``"least_squares"``)."""
     from .algorithms.local import LocalSGD
+    from .problems.least_squares import LeastSquares
     from .problems.logistic import LogisticRegression
 
-    return (
+    prob = run.problem
+    if type(prob) is LogisticRegression:
+        kind = "logistic"
+    elif type(prob) is LeastSquares and prob.design == "gaussian" and prob.Q is None:
+        kind = "least_squares"
+    else:
+        return None
+    ok = (
         run.be.name == "numpy"
         and np.dtype(run.be.float_dtype) == np.float64
-        and type(run.problem) is LogisticRegression
         and all(type(a) is LocalSGD for a in run.algos)
         and not any(tau is not None for tau in run.weight_shifts)
-        and segment_kernel(run.problem.d) is not None
+        and segment_kernel(prob.d, kind) is not None
     )
+    return kind if ok else None
 
 
-class FusedLocalLogistic:
+class FusedLocal:
     """The state of one part (``Rc`` replicates; algorithms ``which`` of the call) of a fused
     call and its segment driver.
 
@@ -219,7 +306,7 @@ class FusedLocalLogistic:
         algos = [run.algos[i] for i in which]
         d = prob.d
         self.run, self.blocks = run, blocks
-        self.kernel = segment_kernel(d)
+        self.kernel = segment_kernel(d, run.fused)
         A = len(algos)
         self.P = np.array([a.workers for a in algos], dtype=np.int64)
         self.b = np.array([a.batch for a in algos], dtype=np.int64)
@@ -245,6 +332,7 @@ class FusedLocalLogistic:
             self.states.append(LocalState(view, self.mean[g]))
         self.sqrt_h = np.ascontiguousarray(prob.sqrt_h, dtype=np.float64)
         self.q = np.empty((0, 0)) if prob.Q is None else np.ascontiguousarray(prob.Q)
+        self.noise = float(getattr(prob, "noise", None) or 0.0)
         self.theta_star = np.ascontiguousarray(prob.theta_star, dtype=np.float64)
         Pm = max(a.workers for a in run.algos)
         bm = max(a.batch for a in run.algos)
@@ -256,7 +344,7 @@ class FusedLocalLogistic:
         """Local steps ``k0..k1`` of every algorithm and block (``generators``: the blocks')."""
         for (s0, _), gen, x, y in zip(self.blocks, generators, self.x, self.y, strict=True):
             self.kernel(
-                gen, x, y, self.sqrt_h, self.q, self.theta_star, self.theta, self.offs,
+                gen, x, y, self.sqrt_h, self.q, self.theta_star, self.noise, self.theta, self.offs,
                 self.P, self.b, self.n, self.tail_start, self.gammas, self.masks,
                 self.mean, self.sums, self.tails, self.div, s0, k0, k1,
                 float(self.run.div_threshold),

@@ -70,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from ._fused_local import FusedLocalLogistic, fused_local_plan, segment_ends, segment_kernel
+from ._fused_local import FusedLocal, fused_local_plan, segment_ends, segment_kernel
 from ._layout import (
     REPLICATE_BLOCK,
     _Layout,
@@ -252,7 +252,7 @@ class _Run:
     #: per algorithm the shift ``tau`` of the weighted averages, or None (not recorded)
     weight_shifts: tuple[float | None, ...] = ()
     #: whole segments of local steps run compiled (:mod:`convkit._fused_local`)
-    fused: bool = False
+    fused: str | None = None
 
 
 #: The values :func:`simulate` and :func:`convkit.exact.expected_error` accept for
@@ -577,7 +577,7 @@ def _warm_up(run: _Run) -> None:
     of it reaches the outputs, and its stream is not a block's."""
     problem, be = run.problem, run.be
     if run.fused:
-        segment_kernel(problem.d)
+        segment_kernel(problem.d, run.fused)
     P_max = max(a.workers for a in run.algos)
     b_max = max(a.batch for a in run.algos)
     stream = BlockedStream([be.stream(run.seed, "warm-up")], [1])
@@ -704,8 +704,8 @@ def _run_chunk(
         rec_pos[i] += 1
         clock.recorded(time.perf_counter() - t_rec, timed)
 
-    if run.fused and segment_kernel(d) is not None:  # whole segments of steps, compiled
-        fused = FusedLocalLogistic(run, Rc, blocks, which)
+    if run.fused and segment_kernel(d, run.fused) is not None:  # whole segments of steps, compiled
+        fused = FusedLocal(run, Rc, blocks, which)
         for g, i in enumerate(which):
             states[i], sums[i], tails[i] = fused.states[g], fused.sums[g], fused.tails[g]
         generators = [s.generator for s in sample_stream.streams]
