@@ -151,6 +151,20 @@ def _compile(D: int) -> Any:
                         mean[a, row, i] = 0.0
                     for p in range(Pa):
                         w = base + p * d
+                        if ba == 1:  # the common case, without the coefficient buffer
+                            acc = 0.0
+                            for i in range(d):
+                                acc += x[r, p, 0, i] * theta[w + i]
+                            y0 = y[r, p, 0]
+                            zz = -y0 * acc
+                            e = np.exp(-abs(zz))
+                            inv = 1.0 / (1.0 + e)
+                            s = inv if zz >= 0 else e * inv
+                            c0 = -y0 * s * step
+                            for i in range(d):
+                                theta[w + i] -= c0 * x[r, p, 0, i]
+                                mean[a, row, i] += theta[w + i]
+                            continue
                         for j in range(ba):
                             acc = 0.0
                             for i in range(d):
@@ -228,6 +242,15 @@ def _compile_ls(D: int) -> Any:
                         mean[a, row, i] = 0.0
                     for p in range(Pa):
                         w = base + p * d
+                        if ba == 1:  # the common case, without the residual buffer
+                            acc = 0.0
+                            for i in range(d):
+                                acc += z[r, p, 0, i] * scale[i] * (theta[w + i] - theta_star[i])
+                            r0 = (acc - noise * eps[r, p, 0]) * step
+                            for i in range(d):
+                                theta[w + i] -= r0 * z[r, p, 0, i] * scale[i]
+                                mean[a, row, i] += theta[w + i]
+                            continue
                         for j in range(ba):
                             acc = 0.0
                             for i in range(d):
