@@ -84,7 +84,7 @@ def test_fused_segments_equal_the_step_by_step_engine_bit_for_bit():
 @pytest.mark.parametrize("d", [2, 5])
 def test_fused_segments_with_batches_or_higher_dimension_agree_to_rounding(d):
     # batch > 1 or d > 2: sums over samples or coordinates may be reassociated differently by
-    # the two kernels (fast-math "reassoc" in both): a few ulps, measured <= 5.5e-15 relative
+    # the two kernels (fast-math "reassoc" in both): measured <= 5e-14 relative
     prob = ck.LogisticRegression.gaussian(d, spectrum="1/i", theta_star=np.ones(d))
     kw = dict(steps=300, replicates=100, n_record=9)
     _assert_same(_run(prob, _algos(), True, **kw), _run(prob, _algos(), False, **kw), exact=False)
@@ -98,17 +98,23 @@ def test_fused_segments_with_a_rotated_design_agree_to_rounding():
     _assert_same(_run(prob, _algos(), True, **kw), _run(prob, _algos(), False, **kw), exact=False)
 
 
-@pytest.mark.parametrize(("d", "exact"), [(2, True), (30, False)])
-def test_least_squares_segments_equal_the_step_by_step_engine(d, exact):
-    # d = 2: bit for bit (batch 1 and 3); d = 30: the coordinate sums may be reassociated
-    # differently by the two kernels (measured 1.8e-15 relative at d = 100)
+@pytest.mark.parametrize("d", [2, 30])
+def test_least_squares_segments_equal_the_step_by_step_engine(d):
+    # batch 1 at d = 2: bit for bit; batch 3, or d = 30: sums over samples and coordinates may
+    # be reassociated differently by the two kernels (measured <= 5e-14 relative)
     prob = ck.LeastSquares.gaussian(d, spectrum="1/i", noise=0.5, seed=1)
-    algos = [ck.MBA(4, ck.PolyDecay(0.3, 0.6)), ck.LocalSGD(3, ck.PolyDecay(0.3, 0.6), "rounds:4")]
-    if d == 2:
-        algos.append(ck.LocalSGD(2, ck.PolyDecay(0.3, 0.6), "every:5", batch=3, name="b3"))
+    step = ck.PolyDecay(0.3, 0.6)
+    algos = [ck.MBA(4, step), ck.LocalSGD(3, step, "rounds:4"), ck.LocalSGD(2, step, "every:5", 3)]
     kw = dict(steps=250, replicates=300, n_record=6, tail=0.3)
-    fused = _run(prob, algos, True, **kw)
-    _assert_same(fused, _run(prob, algos, False, **kw), exact=exact)
+    fused, plain = _run(prob, algos, True, **kw), _run(prob, algos, False, **kw)
+    for name, a in zip(fused.values, algos, strict=True):
+        exact = d == 2 and a.batch == 1
+        va, vb = fused.values[name], plain.values[name]
+        np.testing.assert_array_equal(va.diverged_at, vb.diverged_at)
+        if exact:
+            np.testing.assert_array_equal(va.values, vb.values)
+        else:
+            np.testing.assert_allclose(va.values, vb.values, rtol=1e-12, atol=1e-300)
     _assert_same(fused, _run(prob, algos, True, threads=1, **kw))
 
 
