@@ -34,9 +34,9 @@ Per local step ``k`` and block, exactly what the step-by-step engine computes, i
 Same fast-math flags as the one-step kernel (``reassoc``, ``contract``: no finite-math
 assumptions, so a diverging run still produces inf/NaN and is detected).  The values are
 bit-identical to the step-by-step path's for batch 1 at ``d = 2`` (the large-step studies)
-and agree to rounding otherwise (measured at most 5e-14 relative) (sums over samples and coordinates may be reassociated
-differently by the two kernels; ``tests/test_fused_local.py``); a block's
-numbers depending on its stream only, they are bit-identical for any thread count,
+and agree to rounding otherwise (at most 5e-14 relative, measured: sums over samples and
+coordinates may be reassociated differently by the two kernels; ``tests/test_fused_local.py``);
+a block's numbers depending on its stream only, they are bit-identical for any thread count,
 ``memory_limit`` or Dask.
 
 Switches: as :mod:`convkit._logistic_kernels` (``CONVKIT_NO_NUMBA=1``, or
