@@ -12,7 +12,11 @@ timed on either side) and run the same number of steps; the timings are interlea
 the best of several repeats is kept. The vectorized side is the path of
 :func:`convkit.simulate`: ``algo.init`` and ``algo.step`` with a
 :class:`~convkit.problems.base.GradientOracle` per step (with top-k on NumPy float blocks,
-the fused compiled updates of :mod:`convkit._kernels`); each algorithm is built once, so that
+the fused compiled updates of :mod:`convkit._kernels`: on this sparse ring, one pass for the
+scores, the compiled exact selection of every row's threshold, and one pass per replicate
+that applies top-k, updates the copies / error memory and mixes with ``W_gc`` / ``W_eta``
+through the CSR arrays of :meth:`~convkit.topology.Topology.sparse_block_csr`, rounding as
+SciPy's product); each algorithm is built once, so that
 its mixing plans are warm after the warm-up run, as in a long simulation (building them costs
 a few milliseconds once per instance, which 20 timed steps would otherwise count as per-step
 cost). Their trajectories agree to rounding error (checked
@@ -31,9 +35,14 @@ if __package__ in (None, ""):  # allow `python benchmarks/bench_decentralized.py
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks.naive_decentralized import LoopCHOCO, LoopDeepSqueeze, least_squares_grad
+    from benchmarks.naive_decentralized import (
+        LoopCHOCO,
+        LoopDeepSqueeze,
+        least_squares_grad,
+        topk_vector,
+    )
 else:
-    from .naive_decentralized import LoopCHOCO, LoopDeepSqueeze, least_squares_grad
+    from .naive_decentralized import LoopCHOCO, LoopDeepSqueeze, least_squares_grad, topk_vector
 
 from convkit import Constant, LeastSquares
 from convkit.algorithms.decentralized import CHOCOSGD, DeepSqueeze
@@ -165,7 +174,6 @@ def breakdown(repeats: int = 15) -> dict[str, float]:
     grad = least_squares_grad(batches[0], 0, problem.theta_star, problem.noise)
     x1 = X[0, 0].copy()
     loop = LoopCHOCO(topo.W, X[0], K, GAMMA_C, order=choco.order)
-    from .naive_decentralized import topk_vector
 
     return {
         "vectorized CHOCO step": best(lambda: choco.step(states["choco"], oracle, 1, None), 30),

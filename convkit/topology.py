@@ -463,24 +463,77 @@ class Topology:
                     "(cupyx.scipy.sparse); the array API standard has no sparse matrices: use "
                     "method='dense' or 'shift'"
                 )
-            R = X.shape[0]
-            # block-diagonal kron(I_R, W) acting on X viewed as (R P, d): no transpose, one output
-            K = self._cached(
-                ("csr", int(t) % self.period, str(X.dtype), type(X).__module__, R),
-                lambda: sparse_block_operator(plan["W"], R, X),
-            )
-            return sparse_matmul(K, X)
+            return sparse_matmul(self._block_operator(X, t), X)
         Wd = self._cached(
             ("dense", int(t) % self.period, str(X.dtype), type(X).__module__),
             lambda: xp.asarray(plan["W"], dtype=X.dtype),
         )
         return xp.matmul(Wd, X)
 
+    def _block_operator(self, X: Any, t: int) -> Any:
+        """The block-diagonal CSR ``kron(I_R, W_t)`` acting on ``X`` viewed as ``(R P, d)``
+        (no transpose, one output), built once per period slot, dtype, library and ``R``."""
+        R = X.shape[0]
+        return self._cached(
+            ("csr", int(t) % self.period, str(X.dtype), type(X).__module__, R),
+            lambda: sparse_block_operator(self._plan(t)["W"], R, X),
+        )
+
+    def sparse_block_csr(self, X: Any, t: int = 0) -> tuple[Any, Any, Any] | None:
+        """``(indptr, indices, data)`` of the CSR operator ``kron(I_R, W_t)`` (dtype of ``X``)
+        that :meth:`mix` applies to the NumPy block ``X`` of shape ``(R, P, d)`` at iteration
+        ``t`` with ``method="auto"``, or None where ``mix`` would use another product (dense
+        ``W``, another array library, another shape or dtype).
+
+        Row ``r P + i`` of the operator holds row ``i`` of ``W_t`` shifted to the columns of
+        replicate ``r``.  Compiled kernels that mix with these arrays in their stored order
+        (``acc = 0``, then ``acc += W_ij x_j`` entry by entry, as SciPy's CSR product) round
+        exactly as :meth:`mix` (:mod:`convkit._kernels`, the fused top-k updates); None as
+        well where that compiled product does not round as SciPy's on this machine (a SciPy
+        built with fused multiply-adds; checked once, :func:`_compiled_csr_matches_scipy`)."""
+        if (
+            type(X) is not np.ndarray
+            or X.ndim != 3
+            or X.shape[1] != self.n
+            or X.dtype not in (np.float64, np.float32)
+            or self.mix_method(t, numpy=True) != "sparse"
+            or not _compiled_csr_matches_scipy()
+        ):
+            return None
+        K = self._block_operator(X, t)
+        return K.indptr, K.indices, K.data
+
     def _cached(self, key: tuple, make: Callable[[], Any]) -> Any:
         value = self._cache.get(key)
         if value is None:
             value = self._cache[key] = make()
         return value
+
+
+_CSR_MATCHES: bool | None = None
+
+
+def _compiled_csr_matches_scipy() -> bool:
+    """Whether :func:`convkit._kernels.csr_product` equals SciPy's CSR product bit for bit
+    (float64 and float32, a random sparse block operator; checked once when the compiled
+    kernels are available, False without them)."""
+    global _CSR_MATCHES
+    if _CSR_MATCHES is not None:
+        return _CSR_MATCHES
+    from convkit import _kernels
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((24, 24)) * (rng.random((24, 24)) < 0.25)
+    ok = True
+    for dtype in (np.float64, np.float32):
+        Y = rng.standard_normal((3, 24, 37)).astype(dtype)
+        K = sparse_block_operator(A, 3, Y)
+        got = _kernels.csr_product(K.indptr, K.indices, K.data, Y.reshape(72, 37))
+        if got is None:
+            return False  # no compiled kernels now: not cached
+        ok &= bool(np.array_equal(got, sparse_matmul(K, Y).reshape(72, 37)))
+    _CSR_MATCHES = ok
+    return ok
 
 
 # --------------------------------------------------------------------------- constructors

@@ -97,7 +97,14 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import topk_choco_copies_update, topk_choco_update, topk_deepsqueeze_update
+from .._kernels import (
+    topk_choco_copies_mix_update,
+    topk_choco_copies_update,
+    topk_choco_mix_update,
+    topk_choco_update,
+    topk_deepsqueeze_mix_update,
+    topk_deepsqueeze_update,
+)
 from ..backend import namespace_of
 from ..compression import Compressor, TopK
 from ..schedules import StepSize
@@ -614,8 +621,12 @@ class CHOCOSGD(DecentralizedAlgorithm):
         X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         Xh = state.x_hat
         kk = self._fused_topk(X)
+        csr = None if kk is None else self._W_gc.sparse_block_csr(X, t=k - 1)
         if self.order == "paper":
             # x_hat <- x_hat + C(h - x_hat), then x <- h + gamma_c (W - I) x_hat (new copies)
+            if csr is not None and topk_choco_copies_mix_update(X, Xh, kk, csr):  # all 4 lines
+                state.x = X
+                return state
             if kk is None or not topk_choco_copies_update(X, Xh, kk):  # fused: the 2 lines
                 D = X - Xh
                 Xh += self._compress(D, stream)
@@ -624,6 +635,9 @@ class CHOCOSGD(DecentralizedAlgorithm):
             state.x = X
             return state
         # gamma_c (W - I) X_hat = W_gc X_hat - X_hat with W_gc = (1 - gamma_c) I + gamma_c W
+        if csr is not None and topk_choco_mix_update(X, Xh, kk, csr):  # mixing and lines below
+            state.x = X
+            return state
         M = self._W_gc.mix(Xh, t=k - 1)
         if kk is not None and topk_choco_update(X, M, Xh, kk):  # the lines below, one pass
             state.x = X
@@ -713,6 +727,13 @@ class DeepSqueeze(DecentralizedAlgorithm):
         X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         U = state.delta
         kk = self._fused_topk(X)
+        if kk is not None:
+            csr = self._W_eta.sparse_block_csr(X, t=k - 1)
+            V = None if csr is None else topk_deepsqueeze_mix_update(X, U, kk, csr)
+            if V is not None:  # the 5 lines below and the mixing, fused
+                state.x = X
+                state.v = V
+                return state
         V = None if kk is None else topk_deepsqueeze_update(X, U, kk)  # 4 lines below, fused
         if V is None:
             U += X  # h + delta
