@@ -21,7 +21,8 @@ laws with logits ``t`` and ``a``, computed without cancellation as
 ``log1p(s expm1(delta)) - s delta`` (``delta <= 0``, ``s = sigmoid(t)``) or
 ``log1p((1 - s) expm1(-delta)) + (1 - s) delta`` (``delta > 0``).  The expectation is a
 two-dimensional Gauss-Hermite product rule (``n_quad`` nodes per axis, nodes of negligible
-weight dropped), evaluated by a compiled kernel when numba is available
+weight dropped; the integrand and the rule being symmetric under ``(t, delta) -> (-t, -delta)``,
+one node of each symmetric pair with twice its weight), evaluated by a compiled kernel when numba is available
 (:func:`convkit._logistic_kernels.kl_quadrature`, same formulas).  Likewise the population
 gradient is
 ``E[(sigmoid(<x, theta>) - sigmoid(t)) x] = H [theta*, eta] C^+ E[g(t, delta) (t, delta)^T]``
@@ -190,6 +191,18 @@ class LogisticRegression(Problem):
         W = np.outer(w1, w1)
         keep = W > 1e-15 * W.max()
         self._qz1, self._qz2, self._qw = Z1[keep], Z2[keep], W[keep] / W[keep].sum()
+        # the excess risk's half rule: the nodes and weights are symmetric under
+        # (z1, z2) -> (-z1, -z2) (exactly, as hermegauss returns them) and so is the integrand
+        # (t, delta) -> (-t, -delta), B(-t, -t - delta) = B(t, t + delta) (the KL divergence of
+        # Bernoulli laws is unchanged when both labels are swapped), node by node in floating
+        # point too: one node of each pair with twice its weight gives the same sum (up to its
+        # order), at half the cost
+        z1, z2 = self._qz1, self._qz2
+        half = (z1 > 0) | ((z1 == 0) & (z2 > 0))
+        centre = (z1 == 0) & (z2 == 0)
+        self._hz1 = np.r_[z1[half], z1[centre]]
+        self._hz2 = np.r_[z2[half], z2[centre]]
+        self._hw = np.r_[2.0 * self._qw[half], self._qw[centre]]
         self._eval: tuple[np.ndarray, np.ndarray] | None = None
         self._cache: dict[Any, Any] = {}
 
@@ -324,16 +337,16 @@ class LogisticRegression(Problem):
         eta = th - self.theta_star
         c21, c22, _ = self._pair_moments(eta)
         s1 = np.sqrt(self.v_star)
-        t = s1 * self._qz1
-        fused = kl_quadrature(t, self._qz1, self._qz2, self._qw, c21, c22)
+        t = s1 * self._hz1
+        fused = kl_quadrature(t, self._hz1, self._hz2, self._hw, c21, c22)
         if fused is not None:  # the same sum node by node, compiled (no (m, q) temporaries)
             return fused.reshape(lead)
         out = np.empty(th.shape[0])
-        chunk = max(1, 2**21 // self._qw.size)
+        chunk = max(1, 2**21 // self._hw.size)
         for i in range(0, th.shape[0], chunk):
             sl = slice(i, i + chunk)
-            delta = c21[sl, None] * self._qz1 + c22[sl, None] * self._qz2
-            out[sl] = bernoulli_kl_logits(t, t + delta) @ self._qw
+            delta = c21[sl, None] * self._hz1 + c22[sl, None] * self._hz2
+            out[sl] = bernoulli_kl_logits(t, t + delta) @ self._hw
         return out.reshape(lead)
 
     def _eval_sample(self) -> tuple[np.ndarray, np.ndarray]:
