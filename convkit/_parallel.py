@@ -212,7 +212,9 @@ def split_blocks(j0: int, j1: int, parts: int) -> list[tuple[int, int]]:
 Task = tuple[int, int, "tuple[int, ...] | None"]
 
 
-def plan_threads(j0: int, j1: int, threads: int, costs: Sequence[float]) -> list[list[Task]]:
+def plan_threads(
+    j0: int, j1: int, threads: int, costs: Sequence[float], by_algorithm: bool = True
+) -> list[list[Task]]:
     """Blocks ``j0..j1-1`` of a call comparing ``len(costs)`` algorithms (``costs``: their
     relative work per replicate and step), as the tasks of at most ``threads`` threads.
 
@@ -224,13 +226,14 @@ def plan_threads(j0: int, j1: int, threads: int, costs: Sequence[float]) -> list
     block's numbers depend on its streams only and an algorithm's on its own streams and the
     block's samples (which every task redraws in full), so any plan gives the same values;
     this one keeps both cores busy when a call has fewer blocks than threads.  With one
-    algorithm the remaining blocks go whole to the first threads (:func:`split_blocks`)."""
+    algorithm, or ``by_algorithm=False`` (calls too small to gain from threads), the remaining
+    blocks go whole to the first threads (:func:`split_blocks`)."""
     n = j1 - j0
     threads = max(1, threads)
     if threads == 1 or n == 0:
         return [[(j0, j1, None)]]
     whole, rest = divmod(n, threads)
-    groups = min(threads, len(costs)) if rest else 1
+    groups = min(threads, len(costs)) if rest and by_algorithm else 1
     if rest and groups < 2:
         return [[(a, b, None)] for a, b in split_blocks(j0, j1, threads)]
     plan: list[list[Task]] = [

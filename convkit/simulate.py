@@ -120,6 +120,9 @@ __all__ = [
 _WARM_UP_LOCK = threading.Lock()
 #: a run estimated to take longer than this (seconds) warns up front and shows progress
 LONG_RUN_SECONDS = 120.0
+#: the fewest replicate-steps (replicates of a block times local steps) of a call whose blocks
+#: are split by algorithm across threads (below: thread start-up costs more than it saves)
+_MIN_SPLIT_WORK = 50_000
 #: the summary of one configuration's values (Result.frame) makes about this many copies
 _SUMMARY_COPIES = 3
 
@@ -549,7 +552,9 @@ def _execute(run: _Run, chunks: list[tuple[int, int]], threads: int, clock: Cloc
     algorithm; serially, in this thread, when ``threads == 1`` or a chunk has one block of one
     algorithm).  Returns ``meta["parallel"]``."""
     costs = [a.workers * a.batch * n for a, n in zip(run.algos, run.ns, strict=True)]
-    plans = [plan_threads(j0, j1, threads, costs) for j0, j1 in chunks]
+    # splitting blocks by algorithm pays for its threads from this many replicate-steps on
+    by_algorithm = min(run.R, REPLICATE_BLOCK) * max(run.ns) >= _MIN_SPLIT_WORK
+    plans = [plan_threads(j0, j1, threads, costs, by_algorithm) for j0, j1 in chunks]
     width = max(len(p) for p in plans)
     if width == 1:
         for c, (j0, j1) in enumerate(chunks):
@@ -586,7 +591,9 @@ def _warm_up(run: _Run) -> None:
         for a in run.algos:
             start = be.xp.zeros((1, a.workers, problem.d), dtype=be.float_dtype)
             state = a.init(start + be.asarray(run.theta0), stream)
-            b_i = _take(batch, a.workers, a.batch)
+            b_i = batch
+            if a.workers < P_max or a.batch < b_max:  # as _run_chunk
+                b_i = _take(batch, a.workers, a.batch)
             state = a.step(state, GradientOracle(problem, b_i), 1, stream)
             m = a.worker_mean(state)
             problem.errors(m)  # the last iterate (dtype), the averages (float64 sums)

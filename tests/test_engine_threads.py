@@ -144,7 +144,7 @@ def test_progress_bar_counts_every_replicate_step(capsys):
 
 
 def test_error_in_a_part_is_raised_and_stops_the_others(monkeypatch):
-    prob = ck.LeastSquares.gaussian(d=3, seed=0)
+    prob = ck.LeastSquares.gaussian(d=3, rotate=True, seed=0)  # the step-by-step engine
     calls = {"n": 0}
     original = type(prob).sample
 

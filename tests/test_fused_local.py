@@ -146,7 +146,7 @@ def test_threads_and_memory_limits_give_identical_values(replicates):
     # 200: one block, split by algorithm on two threads; 600: two whole blocks and the third
     # split by algorithm
     prob = ck.LogisticRegression.gaussian(2, spectrum="flat")
-    kw = dict(steps=120, replicates=replicates, n_record=4)
+    kw = dict(steps=300, replicates=replicates, n_record=4)  # large enough to split by algorithm
     serial = _run(prob, _algos(), True, threads=1, **kw)
     assert serial.meta["parallel"]["threads"] == 1
     two = _run(prob, _algos(), True, threads=2, **kw)
