@@ -46,6 +46,7 @@ this fusion only.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -92,9 +93,42 @@ def _numba() -> Any:
     return numba
 
 
+@functools.cache
+def _finish_row() -> Any:
+    """The engine's bookkeeping of one algorithm's replicate after its workers' steps, shared
+    by both kernels: ``m = mean / P`` (the workers' sum is in ``mean``), ``sums += m``,
+    ``tails += m`` from the tail start on, the averaging after a communication step and the
+    divergence check."""
+    numba = _numba()
+
+    @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
+    def finish(  # pragma: no cover - compiled
+        a, row, k, d, Pa, base, theta, theta_star, tail_start, masks, mean, sums, tails, div, thr
+    ):
+        dist = 0.0
+        for i in range(d):
+            mi = mean[a, row, i] / Pa
+            mean[a, row, i] = mi
+            sums[a, row, i] += mi
+            if k >= tail_start[a]:
+                tails[a, row, i] += mi
+            dev = mi - theta_star[i]
+            dist += dev * dev
+        if masks[a, k - 1] and Pa > 1:
+            for p in range(Pa):
+                w = base + p * d
+                for i in range(d):
+                    theta[w + i] = mean[a, row, i]
+        if not (dist <= thr) and div[a, row] == 0:
+            div[a, row] = k
+
+    return finish
+
+
 def _compile(D: int) -> Any:
     """The kernel for dimension ``D`` (``D = 0``: any dimension, read from the arrays)."""
     numba = _numba()
+    finish = _finish_row()
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def segment(  # pragma: no cover - compiled
@@ -181,22 +215,8 @@ def _compile(D: int) -> Any:
                                 theta[w + i] -= cj * x[r, p, j, i]
                         for i in range(d):
                             mean[a, row, i] += theta[w + i]
-                    dist = 0.0
-                    for i in range(d):
-                        mi = mean[a, row, i] / Pa
-                        mean[a, row, i] = mi
-                        sums[a, row, i] += mi
-                        if k >= tail_start[a]:
-                            tails[a, row, i] += mi
-                        dev = mi - theta_star[i]
-                        dist += dev * dev
-                    if masks[a, k - 1] and Pa > 1:
-                        for p in range(Pa):
-                            w = base + p * d
-                            for i in range(d):
-                                theta[w + i] = mean[a, row, i]
-                    if not (dist <= thr) and div[a, row] == 0:
-                        div[a, row] = k
+                    finish(a, row, k, d, Pa, base, theta, theta_star, tail_start, masks,
+                           mean, sums, tails, div, thr)  # fmt: skip
 
     return segment
 
@@ -205,6 +225,7 @@ def _compile_ls(D: int) -> Any:
     """The least-squares kernel (Gaussian design ``x = z * sqrt(h)``, labels ``y = <x, theta*>
     + noise eps``) for dimension ``D`` (``D = 0``: any dimension)."""
     numba = _numba()
+    finish = _finish_row()
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def segment(  # pragma: no cover - compiled
@@ -263,22 +284,8 @@ def _compile_ls(D: int) -> Any:
                                 theta[w + i] -= rj * z[r, p, j, i] * scale[i]
                         for i in range(d):
                             mean[a, row, i] += theta[w + i]
-                    dist = 0.0
-                    for i in range(d):
-                        mi = mean[a, row, i] / Pa
-                        mean[a, row, i] = mi
-                        sums[a, row, i] += mi
-                        if k >= tail_start[a]:
-                            tails[a, row, i] += mi
-                        dev = mi - theta_star[i]
-                        dist += dev * dev
-                    if masks[a, k - 1] and Pa > 1:
-                        for p in range(Pa):
-                            w = base + p * d
-                            for i in range(d):
-                                theta[w + i] = mean[a, row, i]
-                    if not (dist <= thr) and div[a, row] == 0:
-                        div[a, row] = k
+                    finish(a, row, k, d, Pa, base, theta, theta_star, tail_start, masks,
+                           mean, sums, tails, div, thr)  # fmt: skip
 
     return segment
 
