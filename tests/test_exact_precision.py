@@ -143,7 +143,7 @@ def test_small_constant_steps_keep_their_digits(P, comm):
 
 
 def test_series_step_sizes_keep_the_precision():
-    """Past ``k + k0 = 2^16`` the PolyDecay steps come from anchors and a series
+    """From ``k + k0 = 512`` on the PolyDecay steps come from anchors and a series
     (:func:`~convkit.exact._kernels.poly_step_sizes`); 70000 steps of MBA (one worker) and of
     Local-SGD (P = 2, every 3 steps) stay within 1e-13 of the extended-precision recursion
     driven by NumPy's powers (measured 5e-15)."""
@@ -156,10 +156,11 @@ def test_series_step_sizes_keep_the_precision():
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.5, 0.75, 1.0])
 @pytest.mark.parametrize("k0", [0.0, 3.7, 1e5 + 0.25])
 def test_poly_step_sizes_within_two_eps_of_the_exact_power(alpha, k0):
-    """``C (k + k0)^-alpha`` of the kernel (a ``pow`` per step below ``2^16``, above it a
-    ``pow`` per anchor and a degree-8 series) within 2 eps relative of the extended-precision
-    power, on blocks below, across and far above the switch (measured: 1.5 eps; NumPy's
-    ``pow``: 1.1 eps)."""
+    """``C (k + k0)^-alpha`` of the kernel (a ``pow`` per step below 512, above it a ``pow``
+    per anchor, every 2 to 256 steps, and a degree-8 series) within 2 eps relative of the
+    extended-precision power, on blocks from ``k = 1`` (every anchor spacing), across the
+    switch to one anchor per 256 steps and far above it (measured: 1.6 eps; NumPy's ``pow``:
+    1.1 eps)."""
     eps = np.finfo(np.float64).eps
     for start in (
         1,

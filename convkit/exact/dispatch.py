@@ -103,33 +103,54 @@ def _result_from_raw(
             stacklevel=3,
         )
     meta = {**meta, "diverged": n_div}
-    return Result(frame.reset_index(drop=True), meta, per_config)
+    return Result(frame, meta, per_config)
+
+
+#: the dtype pandas gives a column of Python strings (``str`` from pandas 3, ``object`` before):
+#: the label columns are built in it directly, which is cheaper than letting the frame infer it
+_LABEL_DTYPE = pd.Series(["a"]).dtype
+
+
+def _labels(names: list[str], codes: np.ndarray) -> Any:
+    """The label column ``names[codes]`` in :data:`_LABEL_DTYPE`."""
+    return pd.array(np.array(names, dtype=object)[codes], dtype=_LABEL_DTYPE)
 
 
 def _exact_frame(per_config: dict[str, ConfigValues]) -> pd.DataFrame:
     """The tidy frame of :func:`convkit.result.frame_from_values` for one pseudo-replicate per
     configuration (built directly: rows with a finite value, ``se = 0``,
-    ``count = EXACT_COUNT = 0``)."""
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in FRAME_COLUMNS}
-    for name, cv in per_config.items():
+    ``count = EXACT_COUNT = 0``; labels as codes into the names until the end: a small
+    exact call spends most of its time outside the kernel here)."""
+    keys = ("config", "step", "gradients", "rounds", "messages", "bits", "iterate", "metric")
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in (*keys, "mean")}
+    iterates: list[str] = []
+    metrics: list[str] = []
+    for code, cv in enumerate(per_config.values()):
         v = cv.values[..., 0]
         n_rec, n_it, n_me = v.shape
-        ok = np.isfinite(v).ravel()
-        idx = np.repeat(np.arange(n_rec), n_it * n_me)[ok]
-        cols["config"].append(np.full(idx.size, name, dtype=object))
-        cols["step"].append(cv.steps[idx])
+        flat = v.reshape(-1)
+        ok = np.flatnonzero(np.isfinite(flat))  # row-major (record, iterate, metric)
+        rec, rest = np.divmod(ok, n_it * n_me)
+        it, me = np.divmod(rest, n_me)
+        cols["config"].append(np.full(ok.size, code))
+        cols["step"].append(cv.steps[rec])
         for ax in ("gradients", "rounds", "messages", "bits"):
-            cols[ax].append(np.asarray(cv.axes[ax])[idx])
-        cols["iterate"].append(
-            np.tile(np.repeat(np.array(cv.iterates, dtype=object), n_me), n_rec)[ok]
-        )
-        cols["metric"].append(np.tile(np.array(cv.metrics, dtype=object), n_rec * n_it)[ok])
-        cols["mean"].append(v.ravel()[ok])
-    data = {c: np.concatenate(a) if a else np.array([]) for c, a in cols.items() if a}
+            cols[ax].append(np.asarray(cv.axes[ax])[rec])
+        cols["iterate"].append(it + len(iterates))
+        cols["metric"].append(me + len(metrics))
+        cols["mean"].append(flat[ok])
+        iterates += list(cv.iterates)
+        metrics += list(cv.metrics)
+    if not per_config:
+        return pd.DataFrame(columns=FRAME_COLUMNS)
+    data: dict[str, Any] = {c: np.concatenate(a) for c, a in cols.items()}
+    data["config"] = _labels(list(per_config), data["config"])
+    data["iterate"] = _labels(iterates, data["iterate"])
+    data["metric"] = _labels(metrics, data["metric"])
     n_rows = data["mean"].size
     data["se"] = np.zeros(n_rows)
     data["count"] = np.full(n_rows, EXACT_COUNT, dtype=np.int64)
-    return pd.DataFrame({c: data[c] for c in FRAME_COLUMNS})
+    return pd.DataFrame({c: data[c] for c in FRAME_COLUMNS}, copy=False)
 
 
 def expected_error(
@@ -200,6 +221,7 @@ def expected_error(
             n_record,
             tail,
             n_max=max(ns),
+            recs=[recs[i] for i in local_idx],
         )
         r, dv = local_curves(
             h, z2, sigma2, problem.design, specs, threshold=threshold, use_numba=use_numba

@@ -312,11 +312,13 @@ def local_specs(
     n_record: int,
     tail: float,
     n_max: int | None = None,
+    recs: Sequence[np.ndarray] | None = None,
 ) -> list[LocalSpec]:
     """One :class:`LocalSpec` per algorithm (``n`` local steps each, records as
-    :func:`~convkit.recording.record_steps`, tail averaging from ``floor(tail n) + 1``)."""
+    :func:`~convkit.recording.record_steps`, or ``recs`` when the caller has them already,
+    tail averaging from ``floor(tail n) + 1``)."""
     specs = []
-    for a, n in zip(algos, ns, strict=True):
+    for i, (a, n) in enumerate(zip(algos, ns, strict=True)):
         a.comm.validate(n)
         specs.append(
             LocalSpec(
@@ -326,7 +328,11 @@ def local_specs(
                 workers=a.workers,
                 batch=a.batch,
                 tail_start=int(math.floor(tail * n)) + 1,
-                rec=record_steps(n, n_record, record, n_max=n_max or max(ns)),
+                rec=(
+                    recs[i]
+                    if recs is not None
+                    else record_steps(n, n_record, record, n_max=n_max or max(ns))
+                ),
             )
         )
     return specs
