@@ -22,8 +22,11 @@ test: $(STAMP) $(MATHJAX)
 test-full: $(STAMP)
 	CONVKIT_FULL=1 $(PY) -m pytest -q
 
+# analyses in parallel processes, one per core (AFTER in an analysis orders those that share cells)
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
 figures: $(STAMP)
-	$(PY) -m convkit.cli figures
+	$(PY) -m convkit.cli figures --jobs $(JOBS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

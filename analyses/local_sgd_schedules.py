@@ -39,6 +39,9 @@ TITLE = (
     "Growing gaps vs evenly spaced rounds at equal N (logistic C L = 2 and least squares): "
     "quadratic, power, geometric, adaptive and best-power schedules"
 )
+#: simulated after the large-step study, whose cells (the base grid, and the least-squares
+#: contrast) this one reads from the cell cache
+AFTER = ("local_sgd_large_steps",)
 FAMILIES = ("quadratic", "power3", "power4", "geometric", "adaptive", "best")
 KEYS = ["problem", "d", "theta_norm", "CL", "alpha", "T", "P", "n"]
 OUT_COLUMNS = KEYS + [

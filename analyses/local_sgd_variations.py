@@ -30,6 +30,9 @@ TITLE = (
     "Local-SGD large steps, variations at alpha = 0.75: C L, ||theta*||, d, spectrum and start "
     "against the base (err(OSA)/err(MBA), N*)"
 )
+#: simulated after the large-step study, whose cells (the base grid, the variations with a
+#: flat spectrum from theta0 = 0) this one reads from the cell cache
+AFTER = ("local_sgd_large_steps",)
 
 
 def _base_on_grid(quick: bool) -> list[cells.Cell]:

@@ -7,7 +7,15 @@ Each module ``analyses/<name>.py`` of the repository exposes
 * ``plot(data, outdir: Path) -> list[Path]``: write the figure files;
 * ``checks(data) -> list[dict]``: the claims the figure tests, each a dict with keys
   ``result``, ``setting``, ``measured``, ``theoretical``, ``verdict`` (one of
-  :data:`convkit.verdicts.VERDICTS`) and ``reason`` (the detail behind the verdict).
+  :data:`convkit.verdicts.VERDICTS`) and ``reason`` (the detail behind the verdict);
+* optionally ``AFTER``: names of analyses to run before this one when both are in a run,
+  because this one reads what they leave in a cache (the Local-SGD cell cache); the numbers
+  do not depend on it, only the time (a cell is simulated once instead of twice at once).
+
+With ``jobs > 1`` the analyses run in that many processes, longest first (the ``seconds`` of
+each analysis' last recorded run in ``runs.json``), an analysis starting once every analysis
+of its ``AFTER`` has finished; with ``jobs = 1`` they run one by one in an order that honours
+``AFTER``.
 
 For every analysis this writes ``<out>/<name>.csv`` (the data), its figures, and finally
 ``<out>/index.md`` (figures and check table) and ``<out>/checks.json``.  Data are written as
@@ -37,6 +45,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -161,9 +170,9 @@ def run_figures(
     checks_only : bool
         Simulate and draw nothing: re-evaluate the checks on the data already in ``out``.
     jobs : int
-        Run that many analyses at once in separate processes (they are independent; each
-        writes its own files, and ``checks.json`` is rewritten by this process as each
-        finishes).
+        Run that many analyses at once in separate processes (each writes its own files, and
+        ``checks.json`` is rewritten by this process as each finishes), longest first, each
+        after the analyses of its ``AFTER`` (module docstring).
     replot : bool
         Simulate nothing: draw the figures again from the data already in ``out`` and
         re-evaluate the checks (the data's provenance is kept).
@@ -175,7 +184,8 @@ def run_figures(
     -------
     int
         Exit code: 0 success, 1 some analysis failed, 2 no analyses directory, unknown names,
-        a quick run aimed at the committed set, or ``checks_only`` together with ``replot``.
+        a quick run aimed at the committed set, ``checks_only`` together with ``replot``, or
+        an ``AFTER`` naming no analysis or forming a cycle.
     """
     analyses_dir = Path(analyses_dir).resolve()
     if not analyses_dir.is_dir():
@@ -221,18 +231,18 @@ def run_figures(
             runs[name]["seconds"] = round(seconds, 1)
         (out / "runs.json").write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
 
+    try:
+        after = run_after(analyses_dir, names)
+    except ValueError as exc:
+        print(f"convkit figures: {exc}", file=sys.stderr)
+        return 2
+    by_name = dict(zip(names, tasks, strict=True))
     if jobs > 1 and len(tasks) > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        # analyses are independent, so any order is correct
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-            futures = [pool.submit(_run_one, *t) for t in tasks]
-            outcomes = (f.result() for f in as_completed(futures))
-            _collect(outcomes, titles, files, all_checks, failed, index_path, record)
+        cost = {n: float((runs.get(n) or {}).get("seconds") or 0.0) for n in names}
+        outcomes = _parallel_outcomes(by_name, after, cost, jobs)
     else:
-        outcomes = (_run_one(*t) for t in tasks)
-        _collect(outcomes, titles, files, all_checks, failed, index_path, record)
+        outcomes = (_run_one(*by_name[n]) for n in _serial_order(names, after))
+    _collect(outcomes, titles, files, all_checks, failed, index_path, record)
     for name in all_checks:  # analyses of earlier runs without a record
         runs.setdefault(name, _provenance(None, _UNRECORDED, quick, True, False))
     write_index(out, titles, files, all_checks, mode_summary(runs, command), runs)
@@ -241,6 +251,66 @@ def run_figures(
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+def run_after(analyses_dir: Path, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each analysis' ``AFTER`` restricted to ``names`` (the analyses of this run).  An
+    ``AFTER`` entry that is not an analysis of ``analyses_dir``, or a cycle, raises a
+    ``ValueError`` naming them."""
+    known = set(discover(analyses_dir))
+    after: dict[str, tuple[str, ...]] = {}
+    for n in names:
+        want = tuple(getattr(_load(analyses_dir, n), "AFTER", ()))
+        bad = sorted(set(want) - known)
+        if bad:
+            raise ValueError(
+                f"analysis {n!r}: AFTER = {want!r} names {bad}, which are not analyses of "
+                f"{analyses_dir}; allowed: {sorted(known)}"
+            )
+        after[n] = tuple(a for a in want if a in names and a != n)
+    _serial_order(list(names), after)  # raises on a cycle
+    return after
+
+
+def _serial_order(names: list[str], after: dict[str, tuple[str, ...]]) -> list[str]:
+    """``names`` in their order, each moved behind the analyses of its ``after``."""
+    out: list[str] = []
+    left = list(names)
+    while left:
+        ready = [n for n in left if all(a in out for a in after.get(n, ()))]
+        if not ready:
+            raise ValueError(f"the AFTER of the analyses {left} form a cycle")
+        out.append(ready[0])
+        left.remove(ready[0])
+    return out
+
+
+def _parallel_outcomes(
+    tasks: dict[str, tuple],
+    after: dict[str, tuple[str, ...]],
+    cost: dict[str, float],
+    jobs: int,
+):
+    """Run ``tasks`` (name -> arguments of :func:`_run_one`) in ``jobs`` processes and yield
+    each outcome as it finishes: the dearest ready analysis first (``cost``), an analysis
+    ready when every analysis of its ``after`` has finished (failed ones included)."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    pending = sorted(tasks, key=lambda n: -cost.get(n, 0.0))  # stable: name order on ties
+    done: set[str] = set()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        running: dict[Any, str] = {}
+        while pending or running:
+            for n in [n for n in pending if all(a in done for a in after.get(n, ()))]:
+                if len(running) >= jobs:
+                    break
+                pending.remove(n)
+                running[pool.submit(_run_one, *tasks[n])] = n
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                done.add(running.pop(f))
+                yield f.result()
 
 
 def _run_one(

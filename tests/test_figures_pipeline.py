@@ -163,3 +163,76 @@ def test_replot_and_checks_only_keep_the_data_provenance(tmp_path):
     index = (out / "index.md").read_text()
     assert "Data of every analysis: full run" in index
     assert f"Data: full run, `{data_cmd}`" in index and f"figures: `{rec['figures']}`" in index
+
+
+# ---------------------------------------------------------------- AFTER: order of the analyses
+TIMED = """
+import time
+from pathlib import Path
+
+import pandas as pd
+
+TITLE = "timed {name}"
+AFTER = {after!r}
+
+
+def run(quick):
+    t0 = time.time()
+    time.sleep({sleep})
+    return pd.DataFrame({{"start": [t0], "end": [time.time()]}})
+
+
+def plot(data, outdir):
+    return []
+
+
+def checks(data):
+    return [dict(result="ran", setting="-", measured=1.0, theoretical=None,
+                 verdict="measured", reason="")]
+"""
+
+
+def _timed_analyses(tmp_path, spec):
+    pkg = tmp_path / f"an_{tmp_path.name}"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name, (after, sleep) in spec.items():
+        (pkg / f"{name}.py").write_text(TIMED.format(name=name, after=after, sleep=sleep))
+    return pkg
+
+
+def test_jobs_start_an_analysis_after_those_of_its_after(tmp_path):
+    """With two processes, ``a_dep`` (AFTER ``z_base``) starts only when ``z_base`` has
+    finished, while the independent ``m_free`` runs beside ``z_base``; serially the order
+    honours AFTER too."""
+    spec = {"a_dep": (("z_base",), 0.0), "m_free": ((), 0.0), "z_base": ((), 1.5)}
+    pkg = _timed_analyses(tmp_path, spec)
+    for jobs in ("1", "2"):
+        out = tmp_path / f"out{jobs}"
+        assert _figures("--quick", "--analyses", pkg, "--out", out, "--jobs", jobs) == 0
+        t = {n: pd.read_csv(out / f"{n}.csv").iloc[0] for n in spec}
+        assert t["a_dep"].start >= t["z_base"].end
+        if jobs == "2":
+            assert t["m_free"].start < t["z_base"].end  # beside it, not after it
+
+
+def test_after_naming_no_analysis_or_a_cycle_is_refused(tmp_path, capsys):
+    pkg = _timed_analyses(tmp_path, {"one": (("nothing",), 0.0), "two": ((), 0.0)})
+    assert _figures("--quick", "--analyses", pkg, "--out", tmp_path / "o") == 2
+    assert "'nothing'" in capsys.readouterr().err
+    pkg2 = tmp_path / "cyc"
+    pkg2.mkdir()
+    (pkg2 / "__init__.py").write_text("")
+    for name, other in (("p", "q"), ("q", "p")):
+        (pkg2 / f"{name}.py").write_text(TIMED.format(name=name, after=(other,), sleep=0))
+    assert _figures("--quick", "--analyses", pkg2, "--out", tmp_path / "o2") == 2
+    assert "cycle" in capsys.readouterr().err
+
+
+def test_committed_after_names_exist():
+    from convkit.figures import discover, run_after
+
+    names = discover(REPO / "analyses")
+    after = run_after(REPO / "analyses", names)
+    assert after["local_sgd_schedules"] == ("local_sgd_large_steps",)
+    assert after["local_sgd_variations"] == ("local_sgd_large_steps",)
