@@ -313,6 +313,22 @@ def _parallel_outcomes(
                 yield f.result()
 
 
+def own_figures(outdir: Path, name: str, names: Sequence[str]) -> list[Path]:
+    """The PNGs of analysis ``name`` in ``outdir`` (``name.png``, ``name_*.png``), without
+    those of an analysis whose name extends it (``local_sgd_threshold_mc_P.png`` is not
+    ``local_sgd_threshold``'s)."""
+
+    def belongs(stem: str, n: str) -> bool:
+        return stem == n or stem.startswith(n + "_")
+
+    longer = [m for m in names if m != name and m.startswith(name)]
+    return sorted(
+        p
+        for p in outdir.glob(f"{name}*.png")
+        if belongs(p.stem, name) and not any(belongs(p.stem, m) for m in longer)
+    )
+
+
 def _run_one(
     analyses_dir: str,
     name: str,
@@ -338,7 +354,7 @@ def _run_one(
             if replot:
                 written = mod.plot(data, outdir)
             else:
-                written = sorted(outdir.glob(f"{name}*.png"))
+                written = own_figures(outdir, name, discover(Path(analyses_dir)))
         else:
             data = mod.run(quick=quick)
             data.to_csv(outdir / f"{name}.csv", index=False)

@@ -236,3 +236,18 @@ def test_committed_after_names_exist():
     after = run_after(REPO / "analyses", names)
     assert after["local_sgd_schedules"] == ("local_sgd_large_steps",)
     assert after["local_sgd_variations"] == ("local_sgd_large_steps",)
+
+
+def test_checks_only_lists_only_the_analysis_own_figures(tmp_path):
+    """``--checks-only`` finds an analysis' PNGs by name: ``alpha.png`` and ``alpha_x.png``
+    are ``alpha``'s, ``alpha_beta.png`` belongs to the analysis ``alpha_beta``."""
+    pkg = _fake_analyses(tmp_path, names=("alpha", "alpha_beta"))
+    out = tmp_path / "out"
+    assert _figures("--quick", "--analyses", pkg, "--out", out) == 0
+    (out / "alpha_x.png").write_bytes(b"extra figure of alpha")
+    assert _figures("--checks-only", "--analyses", pkg, "--out", out) == 0
+    index = (out / "index.md").read_text()
+    alpha_part = index.split("fake analysis alpha_beta")[0]
+    assert "(alpha.png)" in alpha_part and "(alpha_x.png)" in alpha_part
+    assert "(alpha_beta.png)" not in alpha_part
+    assert "(alpha_beta.png)" in index.split("fake analysis alpha_beta")[1]
