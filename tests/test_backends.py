@@ -73,3 +73,20 @@ def test_same_seed_same_numbers_on_host_backends():
 def test_cupy_without_cupy_fails_at_the_start():
     with pytest.raises(RuntimeError, match=r"backend='cupy' needs CuPy"):
         ck.simulate(ck.LeastSquares.gaussian(2), ck.MBA(2, STEP), steps=3, backend="cupy")
+
+
+def test_namespace_of_numpy_fast_path_is_array_api_compat_namespace():
+    """NumPy arrays get the very namespace ``array_api_compat`` returns for them, mixed or
+    non-NumPy inputs still go through ``array_namespace``."""
+    import array_api_strict
+    from array_api_compat import array_namespace
+
+    from convkit.backend import namespace_of
+
+    a, b = np.zeros(3), np.ones((2, 2), dtype=np.float32)
+    assert namespace_of(a) is array_namespace(a)
+    assert namespace_of(a, b) is array_namespace(a, b)
+    s = array_api_strict.asarray([1.0, 2.0])
+    assert namespace_of(s) is array_namespace(s)
+    with pytest.raises(TypeError):
+        namespace_of(a, s)  # two libraries at once: array_api_compat's error
