@@ -11,6 +11,8 @@ numbers).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -658,3 +660,16 @@ def test_all_algorithms_run_in_float32():
         batch = prob.sample(be.stream(1), (2, P, 1))
         st = a.step(st, GradientOracle(prob, batch), 1, be.stream(2))
         assert a.models(st).dtype == np.float32, a.label
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_worker_mean_is_numpy_mean_bit_for_bit(dtype):
+    """The engine's worker mean (``sum / P`` on NumPy arrays) equals ``np.mean`` over the
+    workers exactly, dtype included, on states of several shapes and scales."""
+    rng = np.random.default_rng(7)
+    for shape in ((R, P, D), (3, 1, 5), (2, 64, 9), (256, 8, 100)):
+        x = rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 6, size=shape)
+        algo = DPSGD(ring(max(shape[1], 3)), GAMMA)
+        got = algo.worker_mean(SimpleNamespace(x=x.astype(dtype)))
+        want = np.mean(x.astype(dtype), axis=1)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
