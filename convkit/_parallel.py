@@ -45,6 +45,9 @@ __all__ = [
 #: the first steps are timed for at most this long, or this many steps
 _TIMING_SECONDS = 0.5
 _TIMING_STEPS = 20
+#: a first window of less stepping time than this is followed by a second one (the faster of
+#: the two counts), so that one stall does not make the estimate many times too long
+_RETIME_BELOW = 2.0
 #: seconds between two looks of the main thread at the progress of the threads
 _POLL_SECONDS = 0.05
 
@@ -60,7 +63,11 @@ class Clock:
     recording time per record point and replicate times the number of record points of all
     algorithms (``n_rec``), both measured on the first part of the first chunk (``timed``) after
     its first step (which may include compilation), plus the time before that step;
-    ``concurrency`` is the number of parts running at once (threads).
+    ``concurrency`` is the number of parts running at once (threads).  The seconds per step
+    come from a window of :data:`_TIMING_STEPS` steps or :data:`_TIMING_SECONDS` of stepping;
+    after a window shorter than :data:`_RETIME_BELOW` a second one is timed and the faster of
+    the two counts (one stall of the machine in a short window would otherwise multiply the
+    estimate: 144 s announced for an 11 s run, seen once in CI).
 
     Thread safety: the parts call :meth:`tick` and :meth:`recorded` from their threads (under a
     lock, counters only); the warning and the progress bar are handled by :meth:`poll`, in the
@@ -88,6 +95,10 @@ class Clock:
         self.t_first: float | None = None
         self.record_seconds = 0.0
         self.records = 0
+        # the timing window: its start (time, step, record seconds) and the first window's
+        # seconds per step and replicate once a second window is timed
+        self._window = (0.0, 1, 0.0)
+        self._first_rate: float | None = None
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self._main = threading.get_ident()
@@ -130,20 +141,28 @@ class Clock:
         if k == 1:
             self.t_first = now
             self.record_seconds, self.records = 0.0, 0
+            self._window = (now, 1, 0.0)
             if self.n_max > 1:
                 return
             per_step = (now - self.t_start) / Rc
             steps = 1
         else:
-            dt = now - self.t_first
+            t0, k0, rec0 = self._window
             # the window counts stepping time only (records are timed apart): otherwise the
             # long records of the first record points (one local step apart) would end it
             # after one step, a noisy estimate
-            stepping = dt - self.record_seconds
-            if stepping < _TIMING_SECONDS and k - 1 < _TIMING_STEPS and k < self.n_max:
+            stepping = (now - t0) - (self.record_seconds - rec0)
+            if stepping < _TIMING_SECONDS and k - k0 < _TIMING_STEPS and k < self.n_max:
                 return
+            rate = max(0.0, stepping) / ((k - k0) * Rc)
+            if self._first_rate is None and stepping < _RETIME_BELOW and k < self.n_max:
+                # a short window: one stall of the machine in it (0.3 s on this shared VM)
+                # would multiply the estimate; time a second one and keep the faster
+                self._first_rate = rate
+                self._window = (now, k, self.record_seconds)
+                return
+            per_step = rate if self._first_rate is None else min(rate, self._first_rate)
             steps = k - 1
-            per_step = max(0.0, dt - self.record_seconds) / (steps * Rc)
         per_record = self.record_seconds / (max(1, self.records) * Rc)
         setup = (self.t_first or now) - self.t_start
         reps = self.R / self.concurrency

@@ -109,6 +109,42 @@ def test_long_run_warns_up_front_and_shows_progress(monkeypatch, capsys):
     assert "simulate" in capsys.readouterr().err  # the progress bar
 
 
+class _FakeTime:
+    """``time.perf_counter`` of :mod:`convkit._parallel`, set by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def _estimate(monkeypatch, seconds_of_step) -> tuple[float, str | None]:
+    """The Clock's estimate for 10000 steps of one replicate whose step ``k`` takes
+    ``seconds_of_step(k)``, and its long-run message (limit 120 s)."""
+    from convkit import _parallel
+
+    fake = _FakeTime()
+    monkeypatch.setattr(_parallel, "time", fake)
+    clock = _parallel.Clock(10_000, 1, 0, 1, False, 120.0)
+    k = 0
+    while clock.estimate is None:
+        k += 1
+        fake.now += seconds_of_step(k)
+        clock._time(k, 1)
+    return clock.estimate, clock._message
+
+
+def test_one_stall_in_the_timed_steps_does_not_multiply_the_estimate(monkeypatch):
+    """1 ms steps with a 0.3 s stall at step 5: the first window (20 steps) alone would say
+    160 s and warn; the faster of two windows says 10 s, silently.  A run that is slow in both
+    windows (20 ms per step) still warns (200 s)."""
+    est, msg = _estimate(monkeypatch, lambda k: 0.001 + (0.3 if k == 5 else 0.0))
+    assert est == pytest.approx(10.0, rel=0.01) and msg is None
+    est, msg = _estimate(monkeypatch, lambda k: 0.02)
+    assert est == pytest.approx(200.0, rel=0.01) and "estimated 200 s" in msg
+
+
 def test_short_run_is_silent(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
