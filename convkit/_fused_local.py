@@ -94,6 +94,30 @@ def _numba() -> Any:
 
 
 @functools.cache
+def _sigmoid() -> Any:
+    """The overflow-free sigmoid of :mod:`convkit._logistic_kernels` (``e = exp(-|z|)``,
+    ``1 / (1 + e)`` for ``z >= 0``, ``e / (1 + e)`` otherwise), inlined into the logistic
+    kernel: for the labels and for every step.  (Defined here, not imported: numba's cache
+    of a kernel watches its own file only, so a compiled helper from another module could go
+    stale in it.)"""
+    numba = _numba()
+
+    @numba.njit(
+        cache=True,
+        fastmath={"reassoc", "contract"},
+        nogil=True,
+        error_model="numpy",
+        inline="always",
+    )
+    def sigmoid(z):  # pragma: no cover - compiled
+        e = np.exp(-abs(z))
+        inv = 1.0 / (1.0 + e)
+        return inv if z >= 0 else e * inv
+
+    return sigmoid
+
+
+@functools.cache
 def _finish_row() -> Any:
     """The engine's bookkeeping of one algorithm's replicate after its workers' steps, shared
     by both kernels: ``m = mean / P`` (the workers' sum is in ``mean``), ``sums += m``,
@@ -137,6 +161,7 @@ def _compile(D: int) -> Any:
     """The kernel for dimension ``D`` (``D = 0``: any dimension, read from the arrays)."""
     numba = _numba()
     finish = _finish_row()
+    sigmoid = _sigmoid()
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def segment(  # pragma: no cover - compiled
@@ -176,10 +201,7 @@ def _compile(D: int) -> Any:
                         t = 0.0
                         for i in range(d):
                             t += x[r, p, j, i] * theta_star[i]
-                        e = np.exp(-abs(t))
-                        inv = 1.0 / (1.0 + e)
-                        s = inv if t >= 0 else e * inv
-                        y[r, p, j] = 1.0 if gen.random() < s else -1.0
+                        y[r, p, j] = 1.0 if gen.random() < sigmoid(t) else -1.0
                 # 3. every algorithm's step of replicate r (no random numbers)
                 row = s0 + r
                 for a in range(A):
@@ -198,11 +220,7 @@ def _compile(D: int) -> Any:
                             for i in range(d):
                                 acc += x[r, p, 0, i] * theta[w + i]
                             y0 = y[r, p, 0]
-                            zz = -y0 * acc
-                            e = np.exp(-abs(zz))
-                            inv = 1.0 / (1.0 + e)
-                            s = inv if zz >= 0 else e * inv
-                            c0 = -y0 * s * step
+                            c0 = -y0 * sigmoid(-y0 * acc) * step
                             for i in range(d):
                                 theta[w + i] -= c0 * x[r, p, 0, i]
                                 mean[a, row, i] += theta[w + i]
@@ -212,11 +230,7 @@ def _compile(D: int) -> Any:
                             for i in range(d):
                                 acc += x[r, p, j, i] * theta[w + i]
                             yj = y[r, p, j]
-                            zz = -yj * acc
-                            e = np.exp(-abs(zz))
-                            inv = 1.0 / (1.0 + e)
-                            s = inv if zz >= 0 else e * inv
-                            c[j] = -yj * s * step
+                            c[j] = -yj * sigmoid(-yj * acc) * step
                         for j in range(ba):
                             cj = c[j]
                             for i in range(d):

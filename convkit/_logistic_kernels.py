@@ -73,6 +73,19 @@ def _compile() -> Any:
     except ImportError:
         return None
 
+    # inlined into the kernel (one definition of the overflow-free sigmoid, module docstring)
+    @numba.njit(
+        cache=True,
+        fastmath={"reassoc", "contract"},
+        nogil=True,
+        error_model="numpy",
+        inline="always",
+    )
+    def sigmoid(z):  # pragma: no cover - compiled
+        e = np.exp(-abs(z))  # <= 1: no overflow (the generic sigmoid's formula)
+        inv = 1.0 / (1.0 + e)
+        return inv if z >= 0 else e * inv  # NaN z: NaN, as it should
+
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def kernel(theta, x, y, gamma, mean):  # pragma: no cover - compiled
         # theta: (R, P, d), updated in place; x: (R, P, b, d); y: (R, P, b) in {-1, +1};
@@ -92,11 +105,7 @@ def _compile() -> Any:
                     for i in range(d):
                         acc += x[r, p, 0, i] * theta[r, p, i]
                     y0 = y[r, p, 0]
-                    z = -y0 * acc
-                    e = np.exp(-abs(z))
-                    inv = 1.0 / (1.0 + e)
-                    s = inv if z >= 0 else e * inv
-                    c0 = -y0 * s * step
+                    c0 = -y0 * sigmoid(-y0 * acc) * step
                     for i in range(d):
                         theta[r, p, i] -= c0 * x[r, p, 0, i]
                         if want_mean:
@@ -107,11 +116,7 @@ def _compile() -> Any:
                     for i in range(d):
                         acc += x[r, p, j, i] * theta[r, p, i]
                     yj = y[r, p, j]
-                    z = -yj * acc  # c_j = -y_j sigmoid(z), z = -margin
-                    e = np.exp(-abs(z))  # <= 1: no overflow (the generic sigmoid's formula)
-                    inv = 1.0 / (1.0 + e)
-                    s = inv if z >= 0 else e * inv  # NaN z: NaN, as it should
-                    c[j] = -yj * s * step
+                    c[j] = -yj * sigmoid(-yj * acc) * step  # c_j = -y_j sigmoid(-margin)
                 for j in range(b):
                     cj = c[j]
                     for i in range(d):
