@@ -529,12 +529,17 @@ def _topk_ready(k: int, *arrays: Any) -> Any:
     return _get_topk()
 
 
+def _bits(dtype: np.dtype) -> type:
+    """The signed integer type of the bit patterns the selection reads ``dtype``'s scores as."""
+    return np.int64 if dtype == np.float64 else np.int32
+
+
 def _thresholds(score: np.ndarray, k: int) -> np.ndarray:
     """The k-th largest entry of every row of the C-contiguous 2-D ``score`` of absolute
     values (NaN above everything, as NumPy's ``partition``), by the compiled selection
     ``kth_rows``; ``score`` is not changed.  ``1 <= k <= d``."""
     n, d = score.shape
-    ity = np.int64 if score.dtype == np.float64 else np.int32
+    ity = _bits(score.dtype)
     thr = np.empty(n, dtype=score.dtype)
     _get_topk().kth_rows(score.view(ity), k, thr.view(ity), np.empty(max(d, 32), dtype=ity))
     return thr
@@ -617,7 +622,7 @@ def topk_deepsqueeze_update(x: Any, delta: Any, k: int) -> Any:
 def _row_scratch(dtype: np.dtype, d: int) -> tuple:
     """Scratch of the row-by-row selection: a score row and its bit-pattern view, the
     candidates (``max(d, 32)`` bit patterns), one float and its view."""
-    ity = np.int64 if dtype == np.float64 else np.int32
+    ity = _bits(dtype)
     s = np.empty(d, dtype=dtype)
     t1 = np.empty(1, dtype=dtype)
     return s, s.view(ity), np.empty(max(d, 32), dtype=ity), t1, t1.view(ity)

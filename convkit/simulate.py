@@ -134,8 +134,11 @@ def _gib(nbytes: float) -> str:
     return f"{nbytes / _GIB:,.2f} GiB"
 
 
-def _take(batch: Any, workers: int, size: int) -> Any:
-    """Slice a batch to its first ``workers`` workers and ``size`` batch slots."""
+def _take(batch: Any, workers: int, size: int, P_max: int, b_max: int) -> Any:
+    """Slice a batch drawn for ``P_max`` workers and ``b_max`` slots to its first ``workers``
+    workers and ``size`` slots; the batch itself when it has exactly those."""
+    if workers >= P_max and size >= b_max:
+        return batch
     if not is_dataclass(batch):
         return batch[:, :workers, :size, ...]
     updates = {}
@@ -591,9 +594,7 @@ def _warm_up(run: _Run) -> None:
         for a in run.algos:
             start = be.xp.zeros((1, a.workers, problem.d), dtype=be.float_dtype)
             state = a.init(start + be.asarray(run.theta0), stream)
-            b_i = batch
-            if a.workers < P_max or a.batch < b_max:  # as _run_chunk
-                b_i = _take(batch, a.workers, a.batch)
+            b_i = _take(batch, a.workers, a.batch, P_max, b_max)
             state = a.step(state, GradientOracle(problem, b_i), 1, stream)
             m = a.worker_mean(state)
             problem.errors(m)  # the last iterate (dtype), the averages (float64 sums)
@@ -745,9 +746,7 @@ def _run_chunk(
                 a = algos[i]
                 if k > run.ns[i]:
                     continue
-                b_i = batch
-                if a.workers < P_max or a.batch < b_max:
-                    b_i = _take(batch, a.workers, a.batch)
+                b_i = _take(batch, a.workers, a.batch, P_max, b_max)
                 states[i] = a.step(states[i], GradientOracle(problem, b_i), k, algo_streams[i])
                 m = a.worker_mean(states[i])
                 sums[i] += m
