@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from . import _kernels
+from ._jit import cacheable
 
 __all__ = ["MAX_SEGMENT", "FusedLocal", "fused_local_plan", "segment_ends", "segment_kernel"]
 
@@ -114,7 +115,7 @@ def _sigmoid() -> Any:
         inv = 1.0 / (1.0 + e)
         return inv if z >= 0 else e * inv
 
-    return sigmoid
+    return cacheable(sigmoid, "_fused_local.sigmoid")
 
 
 @functools.cache
@@ -154,7 +155,7 @@ def _finish_row() -> Any:
         if not (dist <= thr) and div[a, row] == 0:
             div[a, row] = k
 
-    return finish
+    return cacheable(finish, "_fused_local.finish")
 
 
 def _compile(D: int) -> Any:

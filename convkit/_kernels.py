@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ._jit import cacheable
+
 __all__ = [
     "csr_product",
     "ls_sgd_update",
@@ -497,6 +499,10 @@ def _compile_topk() -> Any:  # pragma: no cover - compiled code is not traced by
                 for j in range(d):
                     x[r, j] = (x[r, j] - v[r, j]) + acc[j]
 
+    # the helpers the kernels above call (closure variables): fixed identities (convkit._jit)
+    helpers = (keep_row, select_kth, rank_select, kth_row, select_keep, keep_above, csr_row)
+    for helper in helpers:
+        cacheable(helper, f"_kernels.{helper.py_func.__name__}")
     return types.SimpleNamespace(
         keep_above=keep_above,
         kth_rows=kth_rows,

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from . import _kernels
+from ._jit import cacheable
 
 __all__ = ["kl_quadrature", "logistic_numba_available", "logistic_sgd_update"]
 
@@ -85,6 +86,8 @@ def _compile() -> Any:
         e = np.exp(-abs(z))  # <= 1: no overflow (the generic sigmoid's formula)
         inv = 1.0 / (1.0 + e)
         return inv if z >= 0 else e * inv  # NaN z: NaN, as it should
+
+    cacheable(sigmoid, "_logistic_kernels.sigmoid")
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def kernel(theta, x, y, gamma, mean):  # pragma: no cover - compiled
@@ -138,6 +141,8 @@ def _compile() -> Any:
         if tmp <= 0:
             return b + np.log1p(np.exp(tmp))
         return tmp  # NaN
+
+    cacheable(logaddexp, "_logistic_kernels.logaddexp")
 
     # no fast-math: ``(t + delta) - t`` must be rounded as in the NumPy path, not simplified
     @numba.njit(cache=True, nogil=True, error_model="numpy")

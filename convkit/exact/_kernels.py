@@ -69,6 +69,8 @@ from typing import Any
 
 import numpy as np
 
+from .._jit import cacheable
+
 __all__ = [
     "STEP_ARRAY",
     "STEP_CONSTANT",
@@ -176,7 +178,7 @@ def _compile_poly_steps() -> Any:
                     buf[ii] = C * ((k1 + ii) + k0) ** (-alpha)
             i = e
 
-    return poly_steps
+    return cacheable(poly_steps, "exact._kernels.poly_steps")
 
 
 def make_local_kernel(flags: Any = FLAGS, compensated: bool = True) -> Any:
@@ -209,8 +211,12 @@ def make_local_kernel(flags: Any = FLAGS, compensated: bool = True) -> Any:
     fm = set(flags) if flags else False
 
     poly_steps = _compile_poly_steps()
+    # the helpers are closure variables: fixed identities make the kernel cacheable
+    # (convkit._jit); a variant with other flags has the same closure, so it is not cached
+    for helper, name in ((_add, "add"), (_plain, "plain"), (_inject, "inject")):
+        cacheable(helper, f"exact._kernels.{name}")
 
-    @numba.njit(cache=True, fastmath=fm, nogil=True)
+    @numba.njit(cache=fm == set(FLAGS), fastmath=fm, nogil=True)
     def kernel(
         h,
         z2,

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from .._jit import cacheable
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_finite_array, check_in, check_real
 from .base import Problem
@@ -650,6 +651,8 @@ def _compile_kernels() -> Any:
             return -y / (1.0 + np.exp(-m))
         e = np.exp(m)
         return -y * e / (1.0 + e)
+
+    cacheable(dloss, "finite_sum.dloss")  # a closure variable of the kernels (convkit._jit)
 
     @numba.njit(cache=True, nogil=True, fastmath=_FAST)
     def dense(theta, idx, A, y, lossc, lam, gamma, mean, want):  # pragma: no cover
