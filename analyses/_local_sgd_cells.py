@@ -22,7 +22,7 @@ replicates with the paired delta-method standard error
 Cells are cached on disk (``.convkit-cache/local_sgd_cells/`` of the repository, or
 ``$CONVKIT_CELL_CACHE``) under a digest of their settings and :data:`CACHE_VERSION`, so that
 the analyses that read the same cells simulate them once; the numbers do not depend on the
-cache (fixed seeds).
+cache (fixed seeds, from the settings and :data:`SEED_VERSION` only).
 """
 
 from __future__ import annotations
@@ -66,7 +66,12 @@ FAMILY_N = (16, 64)
 BEST_POWERS = (1.0, 2.0, 3.0, 4.0)
 #: Exact engine: powers searched for the least-squares ``best``.
 LS_POWERS = tuple(float(p) for p in np.arange(0.5, 6.01, 0.5))
-CACHE_VERSION = 2
+#: part of every cell's seed (:meth:`Cell.seed`): changing it changes every Monte Carlo number
+SEED_VERSION = 2
+#: part of the cache file names only: raised when an engine changes the numbers at rounding
+#: level (3: the logistic kernels' vectorized ``exp`` and workers' sum), so that no cached
+#: cell of an older engine is read
+CACHE_VERSION = 3
 SCHEDULES = ("mba", "osa", "even", "quadratic", "geometric", "adaptive", "best")
 
 
@@ -107,8 +112,13 @@ class Cell:
         return self.T // self.P
 
     def key(self) -> str:
-        blob = json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True)
+        """Digest of the settings and :data:`SEED_VERSION` (the seed's source)."""
+        blob = json.dumps({**asdict(self), "v": SEED_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+    def cache_key(self) -> str:
+        """Name of the cell's cache file: :meth:`key` and :data:`CACHE_VERSION`."""
+        return f"{self.key()}-c{CACHE_VERSION}"
 
     def seed(self) -> int:
         return zlib.crc32(self.key().encode())
@@ -599,7 +609,7 @@ def cache_dir() -> Path:
 def cell_frame(cell: Cell, threads: int | None = None, use_cache: bool = True) -> pd.DataFrame:
     """All rows of one cell (see :func:`logistic_cell`, :func:`least_squares_cell`), from the
     cache when present."""
-    path = cache_dir() / f"{cell.key()}.csv"
+    path = cache_dir() / f"{cell.cache_key()}.csv"
     if use_cache and path.exists():
         return pd.read_csv(path)
     if cell.problem == "logistic":

@@ -15,7 +15,10 @@ communication mask.  Output: the final error ``||theta_bar - theta*||_{H*}^2`` o
 averaged iterate ``theta_bar = sum / n`` for each schedule and replicate.
 
 The sigmoid is the stable one: with ``e = exp(-|z|)``, ``1 / (1 + e)`` for ``z >= 0`` and
-``e / (1 + e)`` otherwise.  The random numbers are numba's (not convkit's streams), so the
+``e / (1 + e)`` otherwise; libm's ``exp`` for the labels, and for the SGD steps the same
+vectorizable ``exp`` as convkit's kernels (:mod:`convkit._fastexp`, the one piece taken from
+the package), so that both sides compute the same thing and the ratio measures the engine,
+not the ``exp``.  Fast-math ``contract`` only, as convkit's logistic kernels.  The random numbers are numba's (not convkit's streams), so the
 values are statistically, not numerically, those of :func:`convkit.simulate`.
 """
 
@@ -31,7 +34,11 @@ _FUSED: Any = None
 def _compile() -> Any:
     import numba
 
-    @numba.njit(parallel=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+    from convkit._fastexp import helpers
+
+    sigmoid = helpers()[1]
+
+    @numba.njit(parallel=True, fastmath={"contract"}, error_model="numpy")
     def fused(sqrt_h, theta_star, theta0, H_star, gammas, masks, P, R, seed):  # pragma: no cover
         d = sqrt_h.shape[0]
         S, n = masks.shape
@@ -62,10 +69,7 @@ def _compile() -> Any:
                         acc = 0.0
                         for i in range(d):
                             acc += x[i] * theta[s, p, i]
-                        z = -y * acc
-                        e = np.exp(-abs(z))
-                        inv = 1.0 / (1.0 + e)
-                        sg = inv if z >= 0 else e * inv
+                        sg = sigmoid(-y * acc)  # the same vectorizable exp as convkit's
                         c = g * y * sg  # theta -= g * (-y sigmoid(-y <x, theta>)) x
                         for i in range(d):
                             theta[s, p, i] += c * x[i]
