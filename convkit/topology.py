@@ -441,6 +441,22 @@ class Topology:
         ``method`` in ``"auto"``, ``"dense"``, ``"sparse"``, ``"shift"`` (module docstring).
         The result has ``X``'s dtype and array library; ``X`` is not modified.
         """
+        if (
+            method == "auto"
+            and type(X) is np.ndarray
+            and X.ndim == 3
+            and X.shape[1] == self.n
+            and X.dtype.kind == "f"
+        ):  # NumPy: the products below without the checks and namespaces (~40 us a call)
+            plan = self._plan(t)
+            if plan["density"] <= SPARSE_MAX_DENSITY:
+                R, P, d = X.shape
+                return (self._block_operator(X, t) @ X.reshape(R * P, d)).reshape(R, P, d)
+            Wd = self._cached(
+                ("dense", int(t) % self.period, X.dtype, "numpy"),
+                lambda: np.asarray(plan["W"], dtype=X.dtype),
+            )
+            return np.matmul(Wd, X)
         check_in("method", method, MIX_METHODS)
         if getattr(X, "ndim", None) != 3 or X.shape[1] != self.n:
             raise ValueError(
@@ -465,7 +481,7 @@ class Topology:
                 )
             return sparse_matmul(self._block_operator(X, t), X)
         Wd = self._cached(
-            ("dense", int(t) % self.period, str(X.dtype), type(X).__module__),
+            ("dense", int(t) % self.period, X.dtype, type(X).__module__),
             lambda: xp.asarray(plan["W"], dtype=X.dtype),
         )
         return xp.matmul(Wd, X)
@@ -475,7 +491,7 @@ class Topology:
         (no transpose, one output), built once per period slot, dtype, library and ``R``."""
         R = X.shape[0]
         return self._cached(
-            ("csr", int(t) % self.period, str(X.dtype), type(X).__module__, R),
+            ("csr", int(t) % self.period, X.dtype, type(X).__module__, R),
             lambda: sparse_block_operator(self._plan(t)["W"], R, X),
         )
 

@@ -428,3 +428,25 @@ INVALID = [
 def test_invalid_inputs_clear_errors(make, exc, match):
     with pytest.raises(exc, match=match):
         make()
+
+
+def test_numpy_clip_and_safe_division_equal_the_namespace_ones():
+    """The NumPy short paths of the quantizers' clip and safe division give the array-API
+    namespace's values bit for bit (NaN, zeros and both float dtypes included)."""
+    from convkit import compression as cm
+    from convkit.backend import namespace_of
+
+    rng = np.random.default_rng(0)
+    for dt in (np.float64, np.float32):
+        u = (rng.standard_normal(500) * 3).astype(dt)
+        u[:4] = [np.nan, -0.0, 0.0, np.inf]
+        b = np.abs(rng.standard_normal(500)).astype(dt)
+        b[::7] = 0.0
+        xp = namespace_of(u)
+        for got, ref in (
+            (cm._clip(xp, u, 0.0, 2.0), xp.clip(u, 0.0, 2.0)),
+            (cm._safe_div(xp, u, b), xp.where(b > 0, u / xp.where(b > 0, b, xp.ones_like(b)), 0.0)),
+        ):
+            assert got.dtype == ref.dtype == dt
+            np.testing.assert_array_equal(got, ref)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(ref))

@@ -215,6 +215,21 @@ def test_mix_float32_and_noncontiguous():
         np.testing.assert_allclose(Y, ref, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_mix_numpy_fast_path_is_the_chosen_product(dtype):
+    """``method="auto"`` on NumPy arrays (its own short path) returns exactly what the
+    method it picks returns, for a sparse (ring 24, torus 4x4), a dense (exponential 16) and a
+    time-varying graph, contiguous or not."""
+    rng = np.random.default_rng(5)
+    for top in (T.ring(24), T.torus(4, 4), T.exponential(16), T.one_peer_exponential(16)):
+        X = rng.standard_normal((3, 7, top.n)).astype(dtype).transpose(0, 2, 1)
+        for t in range(3):
+            for Xi in (X, np.ascontiguousarray(X)):
+                Y = top.mix(Xi, t=t)
+                assert Y.dtype == dtype
+                np.testing.assert_array_equal(Y, top.mix(Xi, t=t, method=top.mix_method(t)))
+
+
 def test_mix_preserves_average():
     top = T.erdos_renyi(25, 0.3, seed=2)
     X = np.random.default_rng(3).standard_normal((2, 25, 4))

@@ -172,7 +172,9 @@ class HeterogeneousLeastSquares(Problem):
 
     def stochastic_grad(self, theta: Any, batch: NodeBatch) -> Any:
         """``(1/b) sum_j x_j (<x_j, theta_i - theta*_i> - sigma eps_j)`` for node ``i`` (axis 1)."""
-        xp = namespace_of(theta)
+        # NumPy's own functions for NumPy arrays: the same operations without the namespace
+        # wrappers (about a third of this method's time in the decentralized studies)
+        xp = np if type(theta) is np.ndarray else namespace_of(theta)
         if theta.ndim != 3 or theta.shape[1] != self.P:
             raise ValueError(
                 f"theta must have shape (R, P = {self.P}, d = {self.d}), got {tuple(theta.shape)}"
