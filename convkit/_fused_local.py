@@ -35,19 +35,25 @@ Per local step ``k`` and block, exactly what the step-by-step engine computes, i
 
 Layout.  The logistic kernel keeps each algorithm's workers last, ``(R, d, P_a)``, and its
 sample buffers too (``x`` as ``(R_b, b_max, d, P_max)``, filled in the C order of the
-step-by-step draws): the step of a replicate's workers is then one pass over contiguous
-rows, which LLVM vectorizes (unsigned indices, so that no negative-index wraparound stands in
-the way).  Measured on 21 algorithms of 16 workers at ``d = 2``: 274 -> 130 ns per replicate,
-algorithm and step (17 -> 8 ns per worker update), a large-step cell 19.3 -> 11.2 ns per
-worker update.  The engine sees the usual ``(R, P_a, d)`` states (transposed views).
+step-by-step draws).  The batch-1 step of a replicate's workers is then three passes over
+contiguous rows (margins coordinate by coordinate, coefficients, update), which LLVM
+vectorizes at any ``d``: unsigned indices (no negative-index wraparound) and no pass that
+writes what another of its rows reads (a single pass at ``d = 10`` needed more overlap
+checks than LLVM allows, and stayed scalar).  Per replicate, algorithm and step of 16
+workers (21 algorithms, one core, measured): ``d = 2`` 274 -> 155 ns, ``d = 10`` 700 -> 372
+ns; a large-step cell (``d = 2``) 19.3 -> 11.2-12.8 ns per worker update, a ``d = 10``
+threshold call (7 algorithms) 9.1-10.0 -> 5.5 s.  The engine sees the usual ``(R, P_a, d)``
+states (transposed views).
 
 Same fast-math flags as the one-step kernels: ``contract`` for logistic regression
 (``reassoc`` could undo the split of ``ln 2`` in the ``exp``), ``reassoc`` and ``contract`` for
 least squares; no finite-math assumptions, so a diverging run still produces inf/NaN and is
-detected.  The values are
-bit-identical to the step-by-step path's for batch 1 at ``d = 2`` (the large-step studies)
-and agree to rounding otherwise (at most 5e-14 relative, measured: sums over samples and
-coordinates may be reassociated differently by the two kernels; ``tests/test_fused_local.py``);
+detected.  The logistic values are bit-identical to the step-by-step path's (both kernels
+add in the same order: any ``d``, any batch; tested at ``d`` = 2, 5, 12) except for a
+rotated design, whose ``x <- Q x`` the step-by-step path takes from BLAS (agreement to
+rounding, 1e-12 tested); least squares is bit-identical for batch 1 at ``d = 2`` and agrees to rounding
+otherwise (at most 5e-14 relative: sums over samples and coordinates may be reassociated
+differently by the two kernels; ``tests/test_fused_local.py``);
 a block's numbers depending on its stream only, they are bit-identical for any thread count,
 ``memory_limit`` or Dask.
 
@@ -193,6 +199,7 @@ def _compile(D: int) -> Any:
         rotate = q.shape[0] == d
         z = np.empty(d, dtype=x.dtype)
         c = np.empty(bm, dtype=x.dtype)
+        accs = np.empty(Pm, dtype=x.dtype)  # the workers' margins, then coefficients
         for k in range(k0, k1 + 1):
             # 1. all the block's standard normals (NumPy's C-order fill of (Rb, Pm, bm, d))
             for r in range(Rb):
@@ -231,15 +238,23 @@ def _compile(D: int) -> Any:
                     # negative-index wraparound, so that the pass over p is vectorized
                     ub = np.uint64(base)
                     uP = np.uint64(Pa)
-                    if ba == 1:  # the common case: one pass over the workers, vectorized
+                    if ba == 1:  # the common case: passes over the workers, vectorized
+                        # margins coordinate by coordinate (each worker's sum in order i =
+                        # 0, 1, ...), coefficients, then the update: no pass writes what
+                        # another of its rows reads, so LLVM needs few overlap checks at any d
                         for p in range(uP):
-                            acc = 0.0
-                            for i in range(d):
-                                acc += x[r, 0, i, p] * theta[ub + np.uint64(i) * uP + p]
+                            accs[p] = 0.0
+                        for i in range(d):
+                            row_i = ub + np.uint64(i) * uP
+                            for p in range(uP):
+                                accs[p] += x[r, 0, i, p] * theta[row_i + p]
+                        for p in range(uP):
                             y0 = y[r, 0, p]
-                            c0 = -y0 * sigmoid(-y0 * acc) * step
-                            for i in range(d):
-                                theta[ub + np.uint64(i) * uP + p] -= c0 * x[r, 0, i, p]
+                            accs[p] = -y0 * sigmoid(-y0 * accs[p]) * step
+                        for i in range(d):
+                            row_i = ub + np.uint64(i) * uP
+                            for p in range(uP):
+                                theta[row_i + p] -= accs[p] * x[r, 0, i, p]
                     else:
                         for p in range(uP):
                             for j in range(ba):
