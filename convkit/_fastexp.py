@@ -121,14 +121,14 @@ def helpers() -> Any:
         return inv if z >= 0 else e * inv
 
     @numba.njit(cache=True, nogil=True, inline="always")
-    def worker_sums(theta, base, P, d, out):  # pragma: no cover - compiled
-        # out[i] = sum_p theta[base + i P + p] over workers p < P (base, P unsigned), in
-        # four partial sums (workers p = 4 m + l in sum l, in order) combined as
+    def worker_sums(theta, base, P, cs, d, out):  # pragma: no cover - compiled
+        # out[i] = sum_p theta[base + i cs + p] over workers p < P (base, P, cs unsigned),
+        # in four partial sums (workers p = 4 m + l in sum l, in order) combined as
         # (s0 + s1) + (s2 + s3)
         one = np.uint64(1)
         P4 = P - P % np.uint64(4)
         for i in range(d):
-            row = base + np.uint64(i) * P
+            row = base + np.uint64(i) * cs
             s0 = 0.0
             s1 = 0.0
             s2 = 0.0

@@ -33,17 +33,20 @@ Per local step ``k`` and block, exactly what the step-by-step engine computes, i
    divergence check: the first ``k`` with ``not (||m - theta*||^2 <= threshold)`` (NaN
    included) is stored for the replicate.
 
-Layout.  The logistic kernel keeps each algorithm's workers last, ``(R, d, P_a)``, and its
-sample buffers too (``x`` as ``(R_b, b_max, d, P_max)``, filled in the C order of the
-step-by-step draws).  The batch-1 step of a replicate's workers is then three passes over
-contiguous rows (margins coordinate by coordinate, coefficients, update), which LLVM
-vectorizes at any ``d``: unsigned indices (no negative-index wraparound) and no pass that
-writes what another of its rows reads (a single pass at ``d = 10`` needed more overlap
-checks than LLVM allows, and stayed scalar).  Per replicate, algorithm and step of 16
-workers (21 algorithms, one core, measured): ``d = 2`` 274 -> 155 ns, ``d = 10`` 700 -> 372
-ns; a large-step cell (``d = 2``) 19.3 -> 11.2-12.8 ns per worker update, a ``d = 10``
-threshold call (7 algorithms) 9.1-10.0 -> 5.5 s.  The engine sees the usual ``(R, P_a, d)``
-states (transposed views).
+Layout.  The logistic kernel keeps each algorithm's workers as ``(d, R, P_a)`` (coordinate,
+replicate, worker) and its sample buffers likewise (``x`` as ``(b_max, d, R_b, P_max)``,
+filled in the C order of the step-by-step draws).  When an algorithm uses all ``P_max``
+workers (batch 1), the step of a whole block is three passes over runs of ``R_b P_a``
+contiguous values per coordinate (margins coordinate by coordinate, coefficients, update),
+which LLVM vectorizes at any ``d`` and ``P_a``: unsigned indices (no negative-index
+wraparound) and no pass that writes what another of its rows reads (a single pass at
+``d = 10`` needed more overlap checks than LLVM allows, and stayed scalar).  Otherwise
+(fewer workers, or a batch) the rows go one by one.  Measured on one core, a large-step cell
+(``d = 2``, T = 1e5, 64 replicates, 22-24 algorithms), ns per replicate, algorithm and
+gradient, before (libm ``exp``, ``(R, P_a, d)``) -> now: ``P = 2`` 46 -> 19, ``P = 4``
+28 -> 14, ``P = 8`` 16 -> 12, ``P = 16`` 13 -> 9.5; at ``d = 10`` (16 workers) 700 ->
+323 ns per replicate, algorithm and step.  The engine sees the usual ``(R, P_a, d)`` states
+(transposed views).
 
 Same fast-math flags as the one-step kernels: ``contract`` for logistic regression
 (``reassoc`` could undo the split of ``ln 2`` in the ``exp``), ``reassoc`` and ``contract`` for
@@ -189,87 +192,95 @@ def _compile(D: int) -> Any:
         gen, x, y, sqrt_h, q, theta_star, noise, theta, offs, P, b, n, tail_start, gammas,
         masks, mean, sums, tails, div, s0, k0, k1, thr,
     ):  # fmt: skip
-        # x (Rb, bm, d, Pm), y (Rb, bm, Pm): the block's sample buffers, workers last; q:
-        # (d, d) rotation or (0, 0); theta: every algorithm's (Rc, d, P_a) workers (workers
-        # last), flattened, algorithm a from offs[a]; mean, sums, tails (A, Rc, d); div (A, Rc);
-        # rows s0 .. s0 + Rb of the part.
-        Rb, bm, Pm = y.shape
-        d = D if D > 0 else x.shape[2]
+        # x (bm, d, Rb, Pm), y (bm, Rb, Pm): the block's sample buffers, replicates and
+        # workers last; q: (d, d) rotation or (0, 0); theta: every algorithm's workers as
+        # (d, Rc, P_a) (coordinate, replicate, worker), flattened, algorithm a from offs[a];
+        # mean, sums, tails (A, Rc, d); div (A, Rc); rows s0 .. s0 + Rb of the part.
+        bm, Rb, Pm = y.shape
+        d = D if D > 0 else x.shape[1]
         A = P.shape[0]
+        Rc = div.shape[1]
         rotate = q.shape[0] == d
         z = np.empty(d, dtype=x.dtype)
         c = np.empty(bm, dtype=x.dtype)
-        accs = np.empty(Pm, dtype=x.dtype)  # the workers' margins, then coefficients
+        xf = x.reshape((bm, d, Rb * Pm))  # the same buffers, (replicate, worker) flat
+        yf = y.reshape((bm, Rb * Pm))
+        accs = np.empty(Rb * Pm, dtype=x.dtype)  # the workers' margins, then coefficients
         for k in range(k0, k1 + 1):
             # 1. all the block's standard normals (NumPy's C-order fill of (Rb, Pm, bm, d))
             for r in range(Rb):
                 for p in range(Pm):
                     for j in range(bm):
                         for i in range(d):
-                            x[r, j, i, p] = gen.standard_normal()
+                            x[j, i, r, p] = gen.standard_normal()
+            # 2. the features and labels (the uniforms, in C order of (Rb, Pm, bm))
             for r in range(Rb):
-                # 2. replicate r's features and labels (its uniforms, in C order)
                 for p in range(Pm):
                     for j in range(bm):
                         for i in range(d):
-                            x[r, j, i, p] *= sqrt_h[i]
+                            x[j, i, r, p] *= sqrt_h[i]
                         if rotate:  # x <- Q x
                             for i in range(d):
                                 acc = 0.0
                                 for m in range(d):
-                                    acc += x[r, j, m, p] * q[i, m]
+                                    acc += x[j, m, r, p] * q[i, m]
                                 z[i] = acc
                             for i in range(d):
-                                x[r, j, i, p] = z[i]
+                                x[j, i, r, p] = z[i]
                         t = 0.0
                         for i in range(d):
-                            t += x[r, j, i, p] * theta_star[i]
-                        y[r, j, p] = 1.0 if gen.random() < label_sigmoid(t) else -1.0
-                # 3. every algorithm's step of replicate r (no random numbers)
-                row = s0 + r
-                for a in range(A):
-                    if k > n[a]:
-                        continue
-                    Pa = P[a]
-                    ba = b[a]
-                    step = gammas[a, k - 1] / ba
-                    base = offs[a] + row * Pa * d
-                    # worker p's coordinate i at theta[ub + i uP + p]; unsigned indices: no
-                    # negative-index wraparound, so that the pass over p is vectorized
-                    ub = np.uint64(base)
-                    uP = np.uint64(Pa)
-                    if ba == 1:  # the common case: passes over the workers, vectorized
-                        # margins coordinate by coordinate (each worker's sum in order i =
-                        # 0, 1, ...), coefficients, then the update: no pass writes what
-                        # another of its rows reads, so LLVM needs few overlap checks at any d
-                        for p in range(uP):
-                            accs[p] = 0.0
-                        for i in range(d):
-                            row_i = ub + np.uint64(i) * uP
-                            for p in range(uP):
-                                accs[p] += x[r, 0, i, p] * theta[row_i + p]
-                        for p in range(uP):
-                            y0 = y[r, 0, p]
-                            accs[p] = -y0 * sigmoid(-y0 * accs[p]) * step
-                        for i in range(d):
-                            row_i = ub + np.uint64(i) * uP
-                            for p in range(uP):
-                                theta[row_i + p] -= accs[p] * x[r, 0, i, p]
-                    else:
+                            t += x[j, i, r, p] * theta_star[i]
+                        y[j, r, p] = 1.0 if gen.random() < label_sigmoid(t) else -1.0
+            # 3. every algorithm's step of the block's replicates (no random numbers)
+            for a in range(A):
+                if k > n[a]:
+                    continue
+                Pa = P[a]
+                ba = b[a]
+                step = gammas[a, k - 1] / ba
+                # worker p of row s0 + r, coordinate i at theta[ub + i cs + r P_a + p];
+                # unsigned indices (no negative-index wraparound): the passes vectorize
+                uP = np.uint64(Pa)
+                cs = np.uint64(Rc * Pa)
+                ub = np.uint64(offs[a] + s0 * Pa)
+                if ba == 1 and Pa == Pm:  # every worker of every row: one run of Rb P_a
+                    # margins coordinate by coordinate (each worker's sum in order i = 0,
+                    # 1, ...), coefficients, then the update: no pass writes what another
+                    # of its rows reads, so LLVM needs few overlap checks at any d
+                    m = np.uint64(Rb * Pm)
+                    for w in range(m):
+                        accs[w] = 0.0
+                    for i in range(d):
+                        row_i = ub + np.uint64(i) * cs
+                        for w in range(m):
+                            accs[w] += xf[0, i, w] * theta[row_i + w]
+                    for w in range(m):
+                        y0 = yf[0, w]
+                        accs[w] = -y0 * sigmoid(-y0 * accs[w]) * step
+                    for i in range(d):
+                        row_i = ub + np.uint64(i) * cs
+                        for w in range(m):
+                            theta[row_i + w] -= accs[w] * xf[0, i, w]
+                else:  # fewer workers than the buffers hold, or a batch: row by row
+                    for r in range(Rb):
+                        ur = ub + np.uint64(r) * uP
                         for p in range(uP):
                             for j in range(ba):
                                 acc = 0.0
                                 for i in range(d):
-                                    acc += x[r, j, i, p] * theta[ub + np.uint64(i) * uP + p]
-                                yj = y[r, j, p]
+                                    acc += x[j, i, r, p] * theta[ur + np.uint64(i) * cs + p]
+                                yj = y[j, r, p]
                                 c[j] = -yj * sigmoid(-yj * acc) * step
                             for j in range(ba):
                                 cj = c[j]
                                 for i in range(d):
-                                    theta[ub + np.uint64(i) * uP + p] -= cj * x[r, j, i, p]
-                    worker_sums(theta, ub, uP, d, mean[a, row])
-                    finish(a, row, k, d, Pa, base, 1, Pa, theta, theta_star, tail_start, masks,
-                           mean, sums, tails, div, thr)  # fmt: skip
+                                    theta[ur + np.uint64(i) * cs + p] -= cj * x[j, i, r, p]
+                for r in range(Rb):
+                    row = s0 + r
+                    base = offs[a] + row * Pa
+                    worker_sums(theta, np.uint64(base), uP, cs, d, mean[a, row])
+                    finish(a, row, k, d, Pa, base, 1, Rc * Pa, theta, theta_star, tail_start,
+                           masks, mean, sums, tails, div, thr)  # fmt: skip
 
     return segment
 
@@ -412,8 +423,8 @@ class FusedLocal:
             self.gammas[g, :ng] = a._gammas[:ng]
             self.masks[g, :ng] = a._comm_mask[:ng]
             flat = self.theta[self.offs[g] : self.offs[g] + sizes[g]]
-            if logistic:  # workers last (the kernel's vectorized pass), seen as (Rc, P_a, d)
-                view = flat.reshape(Rc, d, a.workers).transpose(0, 2, 1)
+            if logistic:  # (d, Rc, P_a): the kernel's vectorized passes; seen as (Rc, P_a, d)
+                view = flat.reshape(d, Rc, a.workers).transpose(1, 2, 0)
             else:
                 view = flat.reshape(Rc, a.workers, d)
             view[...] = run.theta0
@@ -425,9 +436,9 @@ class FusedLocal:
         self.theta_star = np.ascontiguousarray(prob.theta_star, dtype=np.float64)
         Pm = max(a.workers for a in run.algos)
         bm = max(a.batch for a in run.algos)
-        if logistic:  # workers last
-            self.x = [np.empty((s1 - s0, bm, d, Pm)) for s0, s1 in blocks]
-            self.y = [np.empty((s1 - s0, bm, Pm)) for s0, s1 in blocks]
+        if logistic:  # replicates and workers last
+            self.x = [np.empty((bm, d, s1 - s0, Pm)) for s0, s1 in blocks]
+            self.y = [np.empty((bm, s1 - s0, Pm)) for s0, s1 in blocks]
         else:
             self.x = [np.empty((s1 - s0, Pm, bm, d)) for s0, s1 in blocks]
             self.y = [np.empty((s1 - s0, Pm, bm)) for s0, s1 in blocks]

@@ -30,7 +30,7 @@ def compiled():
 
     @numba.njit(fastmath={"contract"})
     def sums_flat(theta, base, P, d, out):
-        worker_sums(theta, np.uint64(base), np.uint64(P), d, out)
+        worker_sums(theta, np.uint64(base), np.uint64(P), np.uint64(P), d, out)
 
     @numba.njit(fastmath={"contract"})
     def sums_rpd(theta, r, out):
