@@ -13,8 +13,8 @@ Workers' sum.  ``sum_p theta_p`` over the ``P`` workers of a replicate is taken 
 partial sums, worker ``p = 4 m + l`` added to sum ``l`` in order of ``m``, and combined as
 ``(s0 + s1) + (s2 + s3)``: a sequential sum is a chain of ``P`` dependent additions (4
 cycles each), which cost more than the vectorized step of 16 workers.  ``worker_sums`` reads
-the fused kernel's layout (workers last, flat), ``worker_sums_rpd`` an ``(R, P, d)`` array;
-both add in the same order.
+a flat array (the fused kernel's layout: worker ``p``'s coordinate ``i`` at ``base + i cs +
+p``), ``worker_sums_rpd`` an ``(R, P, d)`` array; both add in the same order.
 
 Algorithm (``x <= 0``, as in ``sigmoid(z)`` with ``e = exp(-|z|)``):
 
@@ -27,11 +27,12 @@ Algorithm (``x <= 0``, as in ``sigmoid(z)`` with ``e = exp(-|z|)``):
 4. ``exp(x) = (exp(r) 2^(k + 60)) 2^-60``: the power of two is built in the exponent bits
    of ``k + 1083`` (``k`` read from the low bits of ``k + 1.5 * 2^52``, a float to integer
    conversion without ``cvttsd2si``, which AVX2 lacks for 64-bit integers); the two factors
-   keep ``2^(k + 60)`` normal down to ``k = -1082`` (``x = -750``), and the last product rounds subnormal
-   results once.
+   keep ``2^(k + 60)`` normal down to ``k = -1082`` (``x = -750``), and the last product
+   rounds subnormal results once.
 
-Accuracy (``tests/test_fastexp.py``, against ``np.longdouble``): at most 0.88 ulp over
-``[-745, 0]`` (libm: 0.51); subnormal results within one unit of ``2^-1074``;
+Accuracy (``tests/test_fastexp.py``, against ``np.longdouble``): at most 0.88 ulp for
+normal results (``x`` in ``[-708, 0]``; libm: 0.51); subnormal results within one unit of
+``2^-1074``;
 ``exp(0) = 1``, ``exp(-inf) = 0``, ``exp(nan) = nan``.  It differs from libm's correctly
 rounded result in the last bit for about 6 % of arguments, so values that used libm's
 ``exp`` move by rounding; the generic NumPy path (``np.exp``) agrees with the kernels to

@@ -54,9 +54,9 @@ least squares; no finite-math assumptions, so a diverging run still produces inf
 detected.  The logistic values are bit-identical to the step-by-step path's (both kernels
 add in the same order: any ``d``, any batch; tested at ``d`` = 2, 5, 12) except for a
 rotated design, whose ``x <- Q x`` the step-by-step path takes from BLAS (agreement to
-rounding, 1e-12 tested); least squares is bit-identical for batch 1 at ``d = 2`` and agrees to rounding
-otherwise (at most 5e-14 relative: sums over samples and coordinates may be reassociated
-differently by the two kernels; ``tests/test_fused_local.py``);
+rounding, 1e-12 tested); least squares is bit-identical for batch 1 at ``d = 2`` and agrees
+to rounding otherwise (at most 5e-14 relative: sums over samples and coordinates may be
+reassociated differently by the two kernels; ``tests/test_fused_local.py``);
 a block's numbers depending on its stream only, they are bit-identical for any thread count,
 ``memory_limit`` or Dask.
 
@@ -144,7 +144,7 @@ def _finish_row() -> Any:
     by both kernels: ``m = mean / P`` (the workers' sum is in ``mean``), ``sums += m``,
     ``tails += m`` from the tail start on, the averaging after a communication step (worker
     ``p``'s coordinate ``i`` at ``theta[base + p ps + i cs]``: ``ps = d, cs = 1`` for the
-    least-squares layout, ``ps = 1, cs = P`` for the logistic one) and the divergence
+    least-squares layout, ``ps = 1, cs = R_c P`` for the logistic one) and the divergence
     check."""
     numba = _numba()
 
