@@ -87,6 +87,12 @@ _KERNEL: Any = "auto"
 #: dimensions up to this one get a kernel compiled for their value (loops unrolled)
 _UNROLL_D = 8
 
+#: options of the helpers inlined into the kernels (numba IR inlining: the kernels' own
+#: fast-math flags apply to their bodies)
+_INLINED = dict(
+    cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy", inline="always"
+)
+
 
 def segment_kernel(d: int = 0, kind: str = "logistic") -> Any:
     """The compiled segment kernel of ``kind`` (``"logistic"``, ``"least_squares"``) for
@@ -123,13 +129,7 @@ def _sigmoid() -> Any:
     :meth:`LogisticRegression.sample` (NumPy's ``exp``) bit for bit."""
     numba = _numba()
 
-    @numba.njit(
-        cache=True,
-        fastmath={"reassoc", "contract"},
-        nogil=True,
-        error_model="numpy",
-        inline="always",
-    )
+    @numba.njit(**_INLINED)
     def sigmoid(z):  # pragma: no cover - compiled
         e = np.exp(-abs(z))
         inv = 1.0 / (1.0 + e)
@@ -150,13 +150,7 @@ def _finish_row() -> Any:
 
     # inlined into the kernels (numba IR inlining): as a call it cost ~100 ns per replicate
     # and algorithm, a quarter of a d = 2 logistic step of 16 workers (measured)
-    @numba.njit(
-        cache=True,
-        fastmath={"reassoc", "contract"},
-        nogil=True,
-        error_model="numpy",
-        inline="always",
-    )
+    @numba.njit(**_INLINED)
     def finish(  # pragma: no cover - compiled
         a, row, k, d, Pa, base, ps, cs, theta, theta_star, tail_start, masks, mean, sums, tails,
         div, thr,
