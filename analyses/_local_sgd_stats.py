@@ -15,7 +15,8 @@
 * :func:`power_fit`: weighted least squares of ``log y`` on ``log T`` and ``log P`` jointly
   (weights ``1 / var(log y)``, ``var(log y) = (se / y)^2`` by the delta method), 95 % normal
   intervals widened by ``sqrt(chi2/dof)`` when the power law fits worse than the standard errors
-  allow.
+  allow, and the fit's adequacy (:func:`convkit.checks.fit_adequacy`: ``chi2/dof`` inside its
+  central 99 % range), without which no exponent verdict can hold.
 """
 
 from __future__ import annotations
@@ -136,8 +137,11 @@ def power_fit(
 ) -> dict[str, Any]:
     """Joint weighted log-log fit ``log y = c + a_T log T + a_P log P`` (``vars_`` chooses the
     regressors).  Returns ``slopes`` and ``intervals`` (dicts by variable, 95 %, widened by
-    ``sqrt(chi2/dof)`` when above 1), ``chi2_dof``, ``n_points``, ``intercept``; NaN when the
-    points do not determine the slopes."""
+    ``sqrt(chi2/dof)`` when above 1), ``chi2_dof``, ``dof``, ``adequate`` / ``adequacy``
+    (:func:`convkit.checks.fit_adequacy`), ``n_points``, ``intercept``; NaN when the points
+    do not determine the slopes."""
+    from convkit.checks import fit_adequacy
+
     T, P, y, se = (np.asarray(v, dtype=float) for v in (T, P, y, se))
     ok = (y > 0) & np.isfinite(y) & np.isfinite(se) & (se > 0)
     T, P, y, se = T[ok], P[ok], y[ok], se[ok]
@@ -149,6 +153,9 @@ def power_fit(
         slopes=dict(nan),
         intervals={v: (math.nan, math.nan) for v in vars_},
         chi2_dof=math.nan,
+        dof=int(y.size) - k,
+        adequate=None,
+        adequacy="too few points to fit",
         n_points=int(y.size),
         intercept=math.nan,
     )
@@ -165,7 +172,8 @@ def power_fit(
     for i, v in enumerate(vars_, start=1):
         out["slopes"][v] = float(beta[i])
         out["intervals"][v] = (float(beta[i] - Z95 * sd[i]), float(beta[i] + Z95 * sd[i]))
-    out.update(chi2_dof=chi2, intercept=float(beta[0]))
+    adequate, adequacy = fit_adequacy(chi2, y.size - k)
+    out.update(chi2_dof=chi2, intercept=float(beta[0]), adequate=adequate, adequacy=adequacy)
     return out
 
 

@@ -34,15 +34,19 @@ import numpy as np
 __all__ = [
     "BoundCheck",
     "ExponentFit",
+    "ADEQUACY_LEVEL",
     "GrowthRate",
     "StabilityBracket",
     "Threshold",
     "check_bound",
+    "chi2_dof_range",
+    "fit_adequacy",
     "find_threshold",
     "fit_exponent",
     "log_moment_growth_rate",
     "mean_square_growth_rate",
     "paired_ratio",
+    "residual_trend_adequacy",
     "stability_limit",
 ]
 
@@ -197,7 +201,9 @@ class ExponentFit(_DictMixin):
     ``predicted`` and ``consistent`` (predicted lies in the interval; ``None`` without a
     prediction); ``method``: ``"weighted"`` (delta-method weights from se) or ``"ols"``;
     ``n_points`` used; ``chi2_dof``: reduced chi-square of the weighted fit (``None`` for
-    OLS) -- much larger than 1 means the power law does not describe the window."""
+    OLS) -- much larger than 1 means the power law does not describe the window;
+    ``adequate`` / ``adequacy``: whether a power law describes the window at all, and why
+    (:func:`fit_adequacy`; ``None`` when the points cannot tell)."""
 
     slope: float
     se: float
@@ -210,6 +216,8 @@ class ExponentFit(_DictMixin):
     n_points: int
     window: tuple[float, float]
     chi2_dof: float | None
+    adequate: bool | None = None
+    adequacy: str = ""
 
 
 def fit_exponent(
@@ -273,6 +281,10 @@ def fit_exponent(
             chi2 = None
         method = "ols"
     slope = float(beta[1])
+    if weighted:
+        adequate, adequacy = fit_adequacy(chi2, n - 2)
+    else:
+        adequate, adequacy = residual_trend_adequacy(lx, ly)
     half = q * slope_se if math.isfinite(slope_se) else math.inf
     # exact data: allow floating-point round-off in the interval
     half = max(half, 1e-9 * max(1.0, abs(slope)))
@@ -292,7 +304,80 @@ def fit_exponent(
         n_points=n,
         window=(float(xa[keep].min()), float(xa[keep].max())),
         chi2_dof=chi2,
+        adequate=adequate,
+        adequacy=adequacy,
     )
+
+
+#: level of the power-law adequacy tests (:func:`fit_adequacy`, :func:`residual_trend_adequacy`)
+ADEQUACY_LEVEL = 0.99
+
+
+def chi2_dof_range(dof: int, level: float = ADEQUACY_LEVEL) -> tuple[float, float]:
+    """Central ``level`` range of ``chi2/dof`` for ``dof`` degrees of freedom: under a correct
+    model with correct standard errors, ``sum w r^2 ~ chi^2_dof``, so ``chi2/dof`` lies in
+    ``[chi2.ppf((1 - level)/2, dof), chi2.ppf((1 + level)/2, dof)] / dof`` with probability
+    ``level``."""
+    from scipy import stats
+
+    if dof < 1:
+        raise ValueError(f"dof must be at least 1, got {dof}")
+    _check_level("level", level)
+    a = (1.0 - level) / 2
+    return float(stats.chi2.ppf(a, dof) / dof), float(stats.chi2.ppf(1.0 - a, dof) / dof)
+
+
+def fit_adequacy(
+    chi2_dof: float | None, dof: int, level: float = ADEQUACY_LEVEL
+) -> tuple[bool | None, str]:
+    """Whether a weighted fit describes its points: ``chi2/dof`` not above its central
+    ``level`` range (:func:`chi2_dof_range`).  Above the range the model misses the points by
+    more than their standard errors allow: the power law does not hold over the window
+    (``False``).  Below the range the points scatter less than their standard errors say
+    (conservative errors, or points correlated through common random numbers, as along one
+    Monte Carlo curve); the power law fits, and the reason says so.  Returns ``(None, reason)``
+    when nothing can be tested (``dof < 1`` or no ``chi2``)."""
+    if chi2_dof is None or not math.isfinite(chi2_dof) or dof < 1:
+        return None, f"adequacy untestable ({dof} degrees of freedom)"
+    lo, hi = chi2_dof_range(dof, level)
+    text = f"chi2/dof {chi2_dof:.3g} vs its {level:.0%} range [{lo:.3g}, {hi:.3g}] ({dof} dof)"
+    if chi2_dof > hi:
+        return False, f"power law misfits: {text}"
+    if chi2_dof < lo:
+        return True, f"{text}: scatter below the standard errors"
+    return True, text
+
+
+def residual_trend_adequacy(
+    lx: Any, ly: Any, level: float = ADEQUACY_LEVEL
+) -> tuple[bool | None, str]:
+    """Power-law adequacy of an unweighted log-log fit (no standard errors): the residuals of
+    the line must show no trend, tested as the curvature term ``c`` of ``log y = a + b log x +
+    c (log x - mean)^2`` (Student-t test, ``n - 3`` dof, two-sided at ``level``).  A curved
+    log-log plot means the slope depends on the window, so no single exponent describes it.
+    ``(None, reason)`` with fewer than 4 points."""
+    from scipy import stats
+
+    lx, ly = np.asarray(lx, float), np.asarray(ly, float)
+    n = lx.size
+    if n < 4:
+        return None, f"adequacy untestable ({n} points, a trend test needs 4)"
+    u = lx - lx.mean()
+    X = np.column_stack([np.ones(n), u, u**2])
+    beta, *_ = np.linalg.lstsq(X, ly, rcond=None)
+    r = ly - X @ beta
+    s2 = float(r @ r) / (n - 3)
+    cov = s2 * np.linalg.pinv(X.T @ X)
+    c, c_se = float(beta[2]), math.sqrt(max(float(cov[2, 2]), 0.0))
+    # round-off floor: exact power laws leave residuals of a few ulps of log y
+    floor = 64 * np.finfo(float).eps * max(1.0, float(np.abs(ly).max()))
+    c_se = max(c_se, floor / max(float(np.abs(u).max()) ** 2, np.finfo(float).tiny))
+    t = abs(c) / c_se
+    q = float(stats.t.ppf(0.5 + level / 2, n - 3))
+    text = f"curvature t = {t:.3g} vs {q:.3g} ({level:.0%}, {n - 3} dof)"
+    if t > q:
+        return False, f"log-log residuals trend: {text}"
+    return True, text
 
 
 # ============================================================================ pairing

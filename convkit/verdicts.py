@@ -38,6 +38,15 @@ For a one-sided claim (``side="at_least"``: the exponent is at least ``e``, e.g.
 the mirror image) an interval entirely on the claimed side ``holds``, one entirely on the other
 side is ``violated``, and one that contains ``e`` follows the two-sided rule.
 
+**Fit adequacy.** An exponent means something only where a power law describes the points.
+When the caller passes the ``fit`` (anything with ``adequate`` and ``adequacy``, such as
+:class:`convkit.checks.ExponentFit` or the dict of a joint fit), a fit that fails its
+adequacy test (weighted fits: ``chi2/dof`` outside its central 99 % range; unweighted fits: a
+significant curvature of the log-log residuals; :func:`convkit.checks.fit_adequacy`) gives
+``not_identifiable`` whatever the interval says, with the test in the reason; a fit whose
+adequacy cannot be tested (too few points) may be ``consistent_unresolved`` at best, never
+``holds``.
+
 The half-width 0.25 is half the distance between the claimed exponents the theory confronts
 (1/2 against 0 and 1): an interval of that width around 1/2 cannot contain either alternative.
 """
@@ -46,6 +55,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "CONSISTENT_UNRESOLVED",
@@ -104,6 +114,7 @@ def exponent_verdict(
     alternatives: Iterable[float] = (),
     max_half_width: float = MAX_HALF_WIDTH,
     side: str = "two",
+    fit: Any = None,
 ) -> tuple[str, str]:
     """Verdict and reason for a measured exponent with two-sided ``interval`` against the
     ``claimed`` exponent, by the rule of the module docstring.
@@ -112,11 +123,39 @@ def exponent_verdict(
     ``not_identifiable``. ``alternatives`` are the competing exponents the claim must be told
     apart from; a narrow interval that still contains one of them is ``consistent_unresolved``.
     ``side`` is ``"two"`` (the exponent equals ``claimed``), ``"at_least"`` or ``"at_most"``.
+    ``fit`` (optional) carries the fit's adequacy (module docstring: an inadequate fit is
+    ``not_identifiable``, an untestable one cannot ``hold``).
     """
     if side not in ("two", "at_least", "at_most"):
         raise ValueError(f"side must be 'two', 'at_least' or 'at_most', got {side!r}")
     if interval is None:
         return NOT_IDENTIFIABLE, "no exponent could be fitted in this setting"
+    adequate, adequacy = _adequacy_of(fit)
+    if adequate is False:
+        return NOT_IDENTIFIABLE, f"no single exponent describes the points ({adequacy})"
+    verdict, reason = _interval_verdict(interval, claimed, alternatives, max_half_width, side)
+    if adequate is None and fit is not None and verdict == HOLDS:
+        return CONSISTENT_UNRESOLVED, f"{reason}, but {adequacy}"
+    return verdict, reason
+
+
+def _adequacy_of(fit: Any) -> tuple[bool | None, str]:
+    """``(adequate, adequacy)`` of a fit object or dict (``(None, "")`` without a fit)."""
+    if fit is None:
+        return None, ""
+    if isinstance(fit, dict):
+        return fit.get("adequate"), str(fit.get("adequacy", ""))
+    return getattr(fit, "adequate", None), str(getattr(fit, "adequacy", ""))
+
+
+def _interval_verdict(
+    interval: Sequence[float],
+    claimed: float,
+    alternatives: Iterable[float],
+    max_half_width: float,
+    side: str,
+) -> tuple[str, str]:
+    """The interval part of :func:`exponent_verdict` (module docstring)."""
     lo, hi = float(interval[0]), float(interval[1])
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return NOT_IDENTIFIABLE, f"interval {interval_text((lo, hi))} is unbounded"
