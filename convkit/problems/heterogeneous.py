@@ -1,30 +1,73 @@
-"""Least squares with a different optimum on every node, at an exactly controlled dissimilarity.
+"""Least squares with a different optimum, and optionally a different Hessian, on every node,
+at exactly controlled first- and second-order dissimilarity.
 
-Model (derived here). Node ``i = 1..P`` sees Gaussian rows ``x ~ N(0, H)``, ``H = diag(h)``,
-with labels ``y = <x, theta*_i> + sigma eps``, ``eps ~ N(0, 1)``, so that its objective is
+Model (derived here). Node ``i = 1..P`` sees Gaussian rows ``x ~ N(0, H_i)``,
+``H_i = diag(h_i)``, with labels ``y = <x, theta*_i> + sigma eps``, ``eps ~ N(0, 1)``, so that
+its objective is
 
-    f_i(theta) = 1/2 E (y - <x, theta>)^2 = 1/2 ||theta - theta*_i||_H^2 + sigma^2 / 2,
+    f_i(theta) = 1/2 E (y - <x, theta>)^2 = 1/2 ||theta - theta*_i||_{H_i}^2 + sigma^2 / 2.
 
-and the network objective ``f = (1/P) sum_i f_i`` has the minimiser ``theta* = mean_i theta*_i``
-(common ``H``), the optimal value ``f* = sigma^2 / 2 + (1/(2P)) sum_i ||u_i||_H^2`` with
-``u_i = theta*_i - theta*``, and the exact excess risk ``f(theta) - f* = 1/2 ||theta -
-theta*||_H^2`` (the cross term vanishes because ``sum_i u_i = 0``).
+The network objective ``f = (1/P) sum_i f_i`` is a quadratic of Hessian
+``H = (1/P) sum_i H_i`` (``H_i = H`` for every node in the default, equal-Hessian problem).
 
-Dissimilarity. ``grad f_i(theta*) = H (theta* - theta*_i) = -H u_i``, hence
+Optimum. ``grad f(theta) = (1/P) sum_i H_i (theta - theta*_i)`` vanishes at
 
-    zeta^2 = (1/P) sum_i ||grad f_i(theta*)||^2 = (1/P) sum_i ||H u_i||^2.
+    theta* = (sum_i H_i)^{-1} sum_i H_i theta*_i.
 
-The offsets are built as seeded Gaussian vectors, centred over the nodes (``sum_i u_i = 0``)
-and scaled by one factor so that this equals the requested ``zeta2`` to rounding. The inner
-(sampling) variance at ``theta*`` is, for the Gaussian design (``E (x x^T - H) A (x x^T - H) =
-tr(A H) H + H A H`` for symmetric ``A``; derived here),
+Write ``u_i = theta*_i - theta*`` (the offsets) and ``w_i = H_i u_i``: ``theta*`` is the
+optimum exactly when ``sum_i w_i = 0``. Expanding ``f_i`` around ``theta*``, the cross term
+``-(1/P) sum_i (theta - theta*)^T w_i`` vanishes, hence
+
+    f(theta) - f* = 1/2 ||theta - theta*||_H^2   (exact excess risk),
+    f* = sigma^2 / 2 + (1/(2P)) sum_i ||u_i||_{H_i}^2.
+
+First-order dissimilarity. ``grad f_i(theta*) = H_i (theta* - theta*_i) = -w_i``, hence
+
+    zeta^2 = (1/P) sum_i ||grad f_i(theta*)||^2 = (1/P) sum_i ||w_i||^2.
+
+The gradient offsets ``w_i`` are built as seeded Gaussian vectors, centred over the nodes
+(``sum_i w_i = 0``) and scaled by one factor so that this equals the requested ``zeta2`` to
+rounding; then ``u_i = H_i^{-1} w_i`` and ``theta*_i = theta* + u_i``. (With equal Hessians the
+same construction reads: centred ``u_i`` scaled so that ``(1/P) sum_i ||H u_i||^2 = zeta2``,
+the historical code path, kept verbatim so that its numbers do not move.)
+
+Second-order dissimilarity (Hessian dissimilarity). Following assumption (A2), "delta-bounded
+Hessian dissimilarity", of Karimireddy et al. 2020 (SCAFFOLD, ICML, Section 2),
+``||grad^2 f_i(x) - grad^2 f(x)|| <= delta`` for all ``i`` and ``x``; for these quadratics the
+Hessians are constant and the smallest such constant is
+
+    delta = max_i ||H_i - H||_op = max_{i, j} |h_{ij} - h_j|,
+
+set by ``hessian_dissimilarity``. The node spectra are ``h_i = hbar * (1 + s v_i)`` with
+``hbar`` the ``spectrum``, ``v_i`` seeded uniform on ``[-1, 1]^d`` centred over the nodes
+(``sum_i v_i = 0``) and the scale ``s`` chosen so that the maximum above equals ``delta``;
+``H`` is then the computed mean of the ``H_i`` (equal to ``diag(hbar)`` to rounding), and
+``delta`` is exact to rounding with respect to it. The positive spectra need
+``s max_{i,j}(-v_{ij}) < 1``; a larger ``delta`` raises. Reported alongside it:
+the mean-square version ``delta_ms = (1/P) sum_i ||H_i - H||_op^2`` (the averaged Hessian
+similarity of Woodworth, Patel, Srebro 2020, "Minibatch vs Local SGD with shuffling", and of
+Khaled, Mishchenko, Richtarik 2020), ``delta_ms <= delta^2``. Explicit node spectra can be
+given instead (``node_spectra``, shape (P, d)); ``delta`` is then measured from them.
+
+Inner variance. For the Gaussian design (``E (x x^T - H_i) A (x x^T - H_i) = tr(A H_i) H_i +
+H_i A H_i`` for symmetric ``A``; derived here) the sampling variance at ``theta*`` is
 
     sigma_*^2 = (1/P) sum_i E||g_i(theta*) - grad f_i(theta*)||^2
-              = sigma^2 tr(H) + (1/P) sum_i (tr(H) ||u_i||_H^2 + ||H u_i||^2).
+              = (1/P) sum_i (sigma^2 tr(H_i) + tr(H_i) ||u_i||_{H_i}^2 + ||H_i u_i||^2).
+
+Metrics. :meth:`HeterogeneousLeastSquares.errors` gives the error of a point (the engine
+evaluates the nodes' average): ``excess_risk = 1/2 ||theta - theta*||_H^2``, ``hnorm2``,
+``dist2``. :meth:`HeterogeneousLeastSquares.node_errors` gives the mean error of the nodes'
+own models, ``node_excess_risk = (1/P) sum_i f(theta_i) - f*``, ``node_hnorm2`` and
+``node_dist2`` (means over nodes); by the parallel-axis identity
+``node_hnorm2 = hnorm2(theta_bar) + (1/P) sum_i ||theta_i - theta_bar||_H^2``.
 
 This is the problem the claims of decentralized SGD with non-iid data are about (outer
 variance ``zeta^2`` in D-PSGD's rate, Lian et al. 2017; the ``C_2`` term of DeepSqueeze,
-Tang et al. 2019); with ``zeta2 = 0`` it is the iid problem of
+Tang et al. 2019; client drift and SCAFFOLD, Karimireddy et al. 2020). With equal Hessians the
+mean of the nodes' expected gradients is ``H (theta_bar - theta*)`` whatever their spread
+(the ``w_i`` cancel), so ``zeta^2`` only adds sampling variance to the average of Local-SGD;
+distinct Hessians make the drift of local steps bias the average. With ``zeta2 = 0`` and equal Hessians it is the iid problem of
 :class:`~convkit.problems.least_squares.LeastSquares` on every node.
 """
 
@@ -41,49 +84,92 @@ from ..validation import check_int, check_real
 from .base import Problem
 from .least_squares import spectrum as _spectrum
 
-__all__ = ["HeterogeneousLeastSquares", "NodeBatch"]
+__all__ = ["NODE_METRICS", "HeterogeneousLeastSquares", "NodeBatch", "node_spectra"]
+
+#: the mean over nodes of the error of each node's own model (:meth:`node_errors`)
+NODE_METRICS: tuple[str, ...] = ("node_excess_risk", "node_hnorm2", "node_dist2")
 
 
 @dataclass
 class NodeBatch:
-    """Raw draws ``z`` (R, P, b, d) (features ``x = z * sqrt(h)``) and label noise ``eps``
-    (R, P, b)."""
+    """Raw draws ``z`` (R, P, b, d) (features ``x = z * sqrt(h_i)`` on node ``i``) and label
+    noise ``eps`` (R, P, b)."""
 
     z: Any
     eps: Any
 
 
+def node_spectra(hbar: np.ndarray, workers: int, delta: float, seed: int) -> np.ndarray:
+    """Node spectra ``h_i = hbar (1 + s v_i)`` at Hessian dissimilarity ``delta`` (module
+    docstring): ``v_i`` seeded uniform on ``[-1, 1]^d``, centred over the ``workers`` nodes, and
+    ``s`` such that ``max_{i,j} hbar_j s |v_ij| = delta``. Shape (P, d), every entry > 0.
+
+    Raises ValueError when ``delta`` would make a spectrum non-positive (the message gives the
+    largest allowed value)."""
+    P, d = int(workers), hbar.size
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 17, P, d]))
+    v = rng.uniform(-1.0, 1.0, (P, d))
+    v -= v.mean(axis=0, keepdims=True)
+    spread = float(np.max(np.abs(v) * hbar))
+    neg = float(np.max(-v))
+    if delta == 0.0 or spread == 0.0:
+        return np.broadcast_to(hbar, (P, d)).copy()
+    s = delta / spread
+    if not s * neg < 1.0:
+        raise ValueError(
+            f"hessian_dissimilarity = {delta:g} makes a node spectrum non-positive for this "
+            f"spectrum, P = {P}, d = {d} and seed = {seed}; allowed: 0 <= "
+            f"hessian_dissimilarity < {spread / neg:.6g}"
+        )
+    return hbar * (1.0 + s * v)
+
+
 class HeterogeneousLeastSquares(Problem):
-    """Least squares with node optima ``theta*_i`` at dissimilarity ``zeta2`` (module docstring).
+    """Least squares with node optima ``theta*_i`` at dissimilarity ``zeta2`` and node Hessians
+    ``H_i`` at Hessian dissimilarity ``hessian_dissimilarity`` (module docstring).
 
     Parameters
     ----------
     d:
         Dimension ``d >= 1``.
     workers:
-        Number of nodes ``P >= 1`` (``P >= 2`` when ``zeta2 > 0``); the engine's batches must
-        have ``P`` workers.
+        Number of nodes ``P >= 1`` (``P >= 2`` when ``zeta2 > 0`` or the Hessians differ); the
+        engine's batches must have ``P`` workers.
     zeta2:
         Outer variance ``zeta^2 = (1/P) sum_i ||grad f_i(theta*)||^2 >= 0`` (exact).
     spectrum:
-        Eigenvalues of ``H`` (a preset of :func:`convkit.problems.least_squares.spectrum`,
-        a callable or an array).
+        Eigenvalues ``hbar`` of the mean Hessian (a preset of
+        :func:`convkit.problems.least_squares.spectrum`, a callable or an array).
     noise:
         Label noise standard deviation ``sigma >= 0``.
     theta_star:
         The global optimum (default: seeded ``N(0, I/d)``, so ``E||theta*||^2 = 1``).
     seed:
-        Seed of ``theta*`` and of the offsets' directions.
+        Seed of ``theta*``, of the offsets' directions and of the node spectra.
+    hessian_dissimilarity:
+        ``delta = max_i ||H_i - H||_op >= 0`` (Karimireddy et al. 2020, A2; exact to rounding);
+        0 (default): every node has ``H_i = diag(hbar)``.
+    node_spectra:
+        Explicit node spectra ``h_i`` (shape (P, d), entries > 0) instead of
+        ``hessian_dissimilarity`` (which must then be 0; ``spectrum`` is ignored).
 
     Attributes
     ----------
+    h:
+        Spectrum of the network Hessian ``H = (1/P) sum_i H_i``.
+    node_h:
+        Node spectra ``h_i``, shape (P, d).
+    equal_hessians:
+        Whether every ``H_i`` equals ``H`` (the historical problem, whose numbers are kept).
     node_optima:
         ``theta*_i`` stacked, shape (P, d).
     offsets:
-        ``u_i = theta*_i - theta*``, shape (P, d), ``sum_i u_i = 0``.
+        ``u_i = theta*_i - theta*``, shape (P, d), ``sum_i H_i u_i = 0``.
     zeta2, sigma2:
         The outer variance (as requested, exact) and the inner variance ``sigma_*^2`` at
         ``theta*`` (formula of the module docstring).
+    delta, delta_ms:
+        Hessian dissimilarity ``max_i ||H_i - H||_op`` and ``(1/P) sum_i ||H_i - H||_op^2``.
     """
 
     heterogeneous = True
@@ -97,19 +183,33 @@ class HeterogeneousLeastSquares(Problem):
         noise: float = 1.0,
         theta_star: Any = None,
         seed: int = 0,
+        hessian_dissimilarity: float = 0.0,
+        node_spectra: Any = None,
     ) -> None:
         self.d = check_int("d", d, low=1)
         self.P = check_int("workers", workers, low=1)
         self.zeta2 = check_real("zeta2", zeta2, low=0)
+        delta = check_real("hessian_dissimilarity", hessian_dissimilarity, low=0)
         if self.zeta2 > 0 and self.P < 2:
             raise ValueError(
                 f"zeta2 = {self.zeta2:g} > 0 needs workers >= 2 (one node cannot disagree with "
                 f"itself), got workers = {self.P}"
             )
+        if delta > 0 and self.P < 2:
+            raise ValueError(
+                f"hessian_dissimilarity = {delta:g} > 0 needs workers >= 2 (one node's Hessian "
+                f"is the mean Hessian), got workers = {self.P}"
+            )
+        if node_spectra is not None and delta > 0:
+            raise ValueError(
+                "give either node_spectra or hessian_dissimilarity > 0, not both (got "
+                f"hessian_dissimilarity = {delta:g} with node_spectra)"
+            )
         self.noise = check_real("noise", noise, low=0)
         self.seed = int(seed)
         self.h = _spectrum(spectrum, self.d)
         self.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
+        node_h = self._node_spectra(node_spectra, delta)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 13, self.P, self.d]))
         if theta_star is None:
             theta_star = rng.standard_normal(self.d) / np.sqrt(self.d)
@@ -119,24 +219,65 @@ class HeterogeneousLeastSquares(Problem):
             raise ValueError(f"theta_star must be a finite vector of shape ({self.d},)")
         self.theta_star = theta_star
         u = rng.standard_normal((self.P, self.d))
-        u -= u.mean(axis=0, keepdims=True)
-        raw = float(np.mean(np.sum((u * self.h) ** 2, axis=1)))
-        self.offsets = u * np.sqrt(self.zeta2 / raw) if self.zeta2 > 0 else np.zeros_like(u)
+        self.equal_hessians = node_h is None
+        if node_h is None:  # the historical construction (numbers kept bit for bit)
+            u -= u.mean(axis=0, keepdims=True)
+            raw = float(np.mean(np.sum((u * self.h) ** 2, axis=1)))
+            self.offsets = u * np.sqrt(self.zeta2 / raw) if self.zeta2 > 0 else np.zeros_like(u)
+            self.node_h = np.broadcast_to(self.h, (self.P, self.d))
+        else:  # gradient offsets w_i = H_i u_i, centred and scaled; u_i = w_i / h_i
+            w = u - u.mean(axis=0, keepdims=True)
+            raw = float(np.mean(np.sum(w * w, axis=1)))
+            w = w * np.sqrt(self.zeta2 / raw) if self.zeta2 > 0 else np.zeros_like(w)
+            self.node_h = node_h
+            self.h = node_h.mean(axis=0)
+            self.offsets = w / node_h
         self.node_optima = self.theta_star + self.offsets
         self.sqrt_h = np.sqrt(self.h)
-        self.L = float(self.h.max())
+        self.sqrt_node_h = np.sqrt(self.node_h)
+        dev = np.abs(self.node_h - self.h).max(axis=1)  # ||H_i - H||_op
+        self.delta = float(dev.max())
+        self.delta_ms = float(np.mean(dev * dev))
+        self.L = float(self.node_h.max())
         self.mu = float(self.h.min())
-        self.R2 = float(self.h.sum())
-        hu2 = np.sum(self.offsets**2 * self.h, axis=1)  # ||u_i||_H^2
-        self.f_star = 0.5 * self.noise**2 + 0.5 * float(hu2.mean())
-        self.sigma2 = self.noise**2 * self.R2 + float(
-            np.mean(self.R2 * hu2 + np.sum((self.offsets * self.h) ** 2, axis=1))
-        )
+        if self.equal_hessians:
+            self.R2 = float(self.h.sum())
+            hu2 = np.sum(self.offsets**2 * self.h, axis=1)  # ||u_i||_H^2
+            self.f_star = 0.5 * self.noise**2 + 0.5 * float(hu2.mean())
+            self.sigma2 = self.noise**2 * self.R2 + float(
+                np.mean(self.R2 * hu2 + np.sum((self.offsets * self.h) ** 2, axis=1))
+            )
+        else:
+            tr = self.node_h.sum(axis=1)  # tr(H_i)
+            self.R2 = float(tr.max())
+            hu2 = np.sum(self.offsets**2 * self.node_h, axis=1)  # ||u_i||_{H_i}^2
+            self.f_star = 0.5 * self.noise**2 + 0.5 * float(hu2.mean())
+            self.sigma2 = float(
+                np.mean(
+                    self.noise**2 * tr
+                    + tr * hu2
+                    + np.sum((self.offsets * self.node_h) ** 2, axis=1)
+                )
+            )
+
+    def _node_spectra(self, given: Any, delta: float) -> np.ndarray | None:
+        """The node spectra (P, d), or None for equal Hessians (``delta = 0``, none given)."""
+        if given is not None:
+            h = np.asarray(given, dtype=np.float64)
+            if h.shape != (self.P, self.d) or not np.all(np.isfinite(h)) or np.any(h <= 0):
+                raise ValueError(
+                    f"node_spectra must be finite and > 0 of shape (workers, d) = ({self.P}, "
+                    f"{self.d}), got shape {h.shape}"
+                )
+            return h.copy()
+        if delta == 0:
+            return None
+        return node_spectra(self.h, self.P, delta, self.seed)
 
     # ------------------------------------------------------------------ constants
     @property
     def H(self) -> np.ndarray:
-        """The common Hessian ``H = diag(h)``."""
+        """The network Hessian ``H = (1/P) sum_i diag(h_i)``."""
         return np.diag(self.h)
 
     @property
@@ -150,7 +291,7 @@ class HeterogeneousLeastSquares(Problem):
         return self.P
 
     def describe(self) -> dict[str, Any]:
-        return {
+        out = {
             "kind": "heterogeneous_least_squares",
             "d": self.d,
             "workers": self.P,
@@ -159,6 +300,9 @@ class HeterogeneousLeastSquares(Problem):
             "noise": self.noise,
             "seed": self.seed,
         }
+        if not self.equal_hessians:
+            out["hessian_dissimilarity"] = self.delta
+        return out
 
     # ------------------------------------------------------------------ sampling, gradients
     def sample(self, stream: RandomStream, shape: tuple[int, int, int]) -> NodeBatch:
@@ -171,7 +315,8 @@ class HeterogeneousLeastSquares(Problem):
         return NodeBatch(stream.normal((R, P, b, self.d)), stream.normal((R, P, b)))
 
     def stochastic_grad(self, theta: Any, batch: NodeBatch) -> Any:
-        """``(1/b) sum_j x_j (<x_j, theta_i - theta*_i> - sigma eps_j)`` for node ``i`` (axis 1)."""
+        """``(1/b) sum_j x_j (<x_j, theta_i - theta*_i> - sigma eps_j)`` for node ``i`` (axis 1),
+        ``x_j = z_j * sqrt(h_i)``."""
         # NumPy's own functions for NumPy arrays: the same operations without the namespace
         # wrappers (about a third of this method's time in the decentralized studies)
         xp = np if type(theta) is np.ndarray else namespace_of(theta)
@@ -180,12 +325,26 @@ class HeterogeneousLeastSquares(Problem):
                 f"theta must have shape (R, P = {self.P}, d = {self.d}), got {tuple(theta.shape)}"
             )
         eta = theta - xp.asarray(self.node_optima, dtype=theta.dtype)
+        if not self.equal_hessians:
+            return self._node_hessian_grad(xp, eta, batch)
         x = batch.z * xp.asarray(self.sqrt_h, dtype=theta.dtype)
         b = x.shape[-2]
         if b == 1:
             x1 = x[..., 0, :]
             r = xp.sum(x1 * eta, axis=-1) - self.noise * batch.eps[..., 0]
             return x1 * r[..., None]
+        r = xp.sum(x * eta[..., None, :], axis=-1) - self.noise * batch.eps
+        return (r[..., None, :] @ x)[..., 0, :] / b
+
+    def _node_hessian_grad(self, xp: Any, eta: Any, batch: NodeBatch) -> Any:
+        """The stochastic gradient with node spectra: ``x_j = z_j * sqrt(h_i)`` on node ``i``."""
+        s = xp.asarray(self.sqrt_node_h, dtype=eta.dtype)  # (P, d)
+        b = batch.z.shape[-2]
+        if b == 1:
+            x1 = batch.z[..., 0, :] * s
+            r = xp.sum(x1 * eta, axis=-1) - self.noise * batch.eps[..., 0]
+            return x1 * r[..., None]
+        x = batch.z * s[:, None, :]
         r = xp.sum(x * eta[..., None, :], axis=-1) - self.noise * batch.eps
         return (r[..., None, :] @ x)[..., 0, :] / b
 
@@ -198,9 +357,29 @@ class HeterogeneousLeastSquares(Problem):
         hn = xp.sum(eta * eta * xp.asarray(self.h, dtype=theta.dtype), axis=-1)
         return {"excess_risk": 0.5 * hn, "hnorm2": hn, "dist2": xp.sum(eta * eta, axis=-1)}
 
+    def node_errors(self, models: Any) -> dict[str, Any]:
+        """The mean error of the nodes' own models ``models`` (shape ``(..., P, d)``):
+        ``node_excess_risk = (1/P) sum_i f(theta_i) - f*``, ``node_hnorm2``, ``node_dist2``
+        (means over the node axis of :meth:`errors`), each of shape ``(...)``."""
+        xp = namespace_of(models)
+        if models.ndim < 2 or models.shape[-2] != self.P or models.shape[-1] != self.d:
+            raise ValueError(
+                f"models must have shape (..., P = {self.P}, d = {self.d}), got "
+                f"{tuple(models.shape)}"
+            )
+        e = self.errors(models)
+        return {f"node_{k}": xp.mean(v, axis=-1) for k, v in e.items()}
+
     def loss(self, theta: Any) -> Any:
         """``f(theta) = f* + 1/2 ||theta - theta*||_H^2``."""
         return self.errors(theta)["excess_risk"] + self.f_star
+
+    def node_losses(self, theta: Any) -> np.ndarray:
+        """``f_i(theta) = 1/2 ||theta - theta*_i||_{H_i}^2 + sigma^2 / 2`` of every node at the
+        points ``theta`` (shape ``(..., d)``), shape ``(..., P)`` (NumPy)."""
+        th = np.asarray(theta, dtype=np.float64)[..., None, :]
+        eta = th - self.node_optima
+        return 0.5 * np.sum(eta * eta * self.node_h, axis=-1) + 0.5 * self.noise**2
 
     def grad(self, theta: Any) -> Any:
         """Full gradient of the network objective, ``H (theta - theta*)``."""
@@ -209,6 +388,6 @@ class HeterogeneousLeastSquares(Problem):
         return (theta - xp.asarray(self.theta_star, dtype=theta.dtype)) * h
 
     def worker_grads(self, theta: Any) -> np.ndarray:
-        """``grad f_i(theta) = H (theta - theta*_i)`` of every node, shape (P, d)."""
+        """``grad f_i(theta) = H_i (theta - theta*_i)`` of every node, shape (P, d)."""
         th = np.asarray(theta, dtype=np.float64).reshape(self.d)
-        return (th[None, :] - self.node_optima) * self.h
+        return (th[None, :] - self.node_optima) * self.node_h

@@ -1,0 +1,171 @@
+"""Least squares with node Hessians and node optima (first- and second-order heterogeneity set
+exactly): the default problem unchanged bit for bit, the optimum, f*, the excess risk, zeta^2,
+delta and sigma_*^2 against independent computations (exact identities to ~machine
+precision; Monte Carlo moments with fixed seeds and tolerances of 4 standard errors)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+import convkit as ck
+from convkit.backend import Backend
+from convkit.problems.heterogeneous import HeterogeneousLeastSquares
+
+
+def _digest(*arrays) -> str:
+    m = hashlib.sha256()
+    for a in arrays:
+        m.update(np.ascontiguousarray(np.asarray(a, dtype=np.float64)).tobytes())
+    return m.hexdigest()[:16]
+
+
+# Recorded from the problem before node Hessians existed (commit d08cb64): samples, gradients,
+# errors of the node average, the optima, and the constants, for three settings.
+_REFERENCE = {
+    (5, 2, 0.3, "flat", 0.3, 3, 1): (
+        "6f761a7c294df3ae", "951b929c745d2384", "4f70f3f81a4ffb4e", "131607c793f0f0f6",
+        "(0.19499999999999995, 2.25, 1.0, 1.0, 0.3)",
+    ),
+    (20, 16, 10.0, "1/i", 1.0, 0, 3): (
+        "f547b73924606692", "932f4492bd4daf72", "84afbc28cdd3df35", "cf949d1ecd1d981d",
+        "(10.701090478686222, 86.99947517970416, 1.0, 0.05, 10.0)",
+    ),
+    (8, 4, 0.0, "1/i", 0.4, 0, 1): (
+        "23cf125b2ec8929d", "74f11d599422ef53", "4c3721d605878d39", "05addd69eb6923e4",
+        "(0.08000000000000002, 0.4348571428571429, 1.0, 0.125, 0.0)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("key", list(_REFERENCE))
+def test_default_problem_unchanged_bit_for_bit(key):
+    d, P, z2, spec, noise, seed, b = key
+    p = HeterogeneousLeastSquares(d, P, z2, spectrum=spec, noise=noise, seed=seed)
+    assert p.equal_hessians and p.delta == 0.0
+    batch = p.sample(Backend().stream(1, "x"), (5, P, b))
+    th = np.random.default_rng(1).standard_normal((5, P, d))
+    g = p.stochastic_grad(th, batch)
+    e = p.errors(th.mean(axis=1))
+    got = (
+        _digest(batch.z, batch.eps),
+        _digest(g),
+        _digest(e["excess_risk"], e["hnorm2"], e["dist2"]),
+        _digest(p.theta_star, p.node_optima, p.offsets),
+        repr((p.f_star, p.sigma2, p.L, p.mu, p.zeta2)),
+    )
+    assert got == _REFERENCE[key]
+
+
+def test_default_problem_simulation_unchanged_bit_for_bit():
+    p = HeterogeneousLeastSquares(10, 4, 2.0, spectrum="1/i", noise=0.5, seed=0)
+    algos = [ck.LocalSGD(4, ck.Constant(0.05), comm="every:5"), ck.MBA(4, ck.Constant(0.05))]
+    res = ck.simulate(p, algos, steps=50, replicates=300, seed=2, progress=False)
+    # the error metrics of the node average (iterates avg, tail, last), as recorded before
+    vals = [res.values[k].values[:, :3, :3, :] for k in sorted(res.values)]
+    assert _digest(*vals) == "459e21c73e5de2f0"
+
+
+SETTINGS = [(5, 2, 0.3, 0.4, "flat"), (20, 16, 10.0, 0.5, "1/i"), (12, 7, 1e-3, 0.02, "kappa:100")]
+
+
+@pytest.mark.parametrize(("d", "P", "zeta2", "delta", "spec"), SETTINGS)
+def test_node_hessians_exact_constants(d, P, zeta2, delta, spec):
+    p = HeterogeneousLeastSquares(
+        d, P, zeta2, spectrum=spec, noise=0.3, seed=4, hessian_dissimilarity=delta
+    )
+    assert not p.equal_hessians
+    hn = p.node_h
+    assert np.all(hn > 0)
+    # H is the nodes' mean Hessian; delta = max_i ||H_i - H||_op as requested
+    np.testing.assert_allclose(hn.mean(axis=0), p.h, rtol=1e-15)
+    assert np.max(np.abs(hn - p.h)) == pytest.approx(delta, rel=1e-13)
+    dev = np.abs(hn - p.h).max(axis=1)
+    assert p.delta_ms == pytest.approx(np.mean(dev**2), rel=1e-14)
+    assert p.delta_ms <= p.delta**2 * (1 + 1e-15)
+    # theta* = (sum H_i)^{-1} sum H_i theta*_i
+    np.testing.assert_allclose(
+        (hn * p.node_optima).sum(axis=0) / hn.sum(axis=0), p.theta_star, rtol=1e-12, atol=1e-14
+    )
+    # zeta^2 = mean_i ||grad f_i(theta*)||^2, and the network gradient vanishes at theta*
+    g = p.worker_grads(p.theta_star)
+    assert np.mean(np.sum(g * g, axis=1)) == pytest.approx(zeta2, rel=1e-12)
+    np.testing.assert_allclose(g.mean(axis=0), 0.0, atol=1e-14 * max(1.0, np.sqrt(zeta2)))
+    # f* = mean_i f_i(theta*) and f(theta) - f* = 1/2 ||theta - theta*||_H^2 exactly
+    assert p.f_star == pytest.approx(float(p.node_losses(p.theta_star).mean()), rel=1e-13)
+    th = p.theta_star + np.random.default_rng(0).standard_normal((6, d))
+    f = p.node_losses(th).mean(axis=-1)
+    np.testing.assert_allclose(p.errors(th)["excess_risk"], f - p.f_star, rtol=1e-11)
+    np.testing.assert_allclose(p.loss(th), f, rtol=1e-13)
+
+
+def test_gradients_against_finite_differences():
+    """grad f and each grad f_i against central differences of the losses (quadratics: the
+    central difference is exact up to rounding, ~1e-10 relative at step 1e-4)."""
+    p = HeterogeneousLeastSquares(6, 5, 2.0, spectrum="1/i", noise=0.5, seed=1,
+                                  hessian_dissimilarity=0.3)  # fmt: skip
+    th = np.random.default_rng(3).standard_normal(6)
+    e = 1e-4 * np.eye(6)
+    fd_nodes = (p.node_losses(th + e) - p.node_losses(th - e)).T / 2e-4  # (P, d)
+    np.testing.assert_allclose(fd_nodes, p.worker_grads(th), rtol=1e-8, atol=1e-9)
+    fd = (p.loss(th + e) - p.loss(th - e)) / 2e-4
+    np.testing.assert_allclose(fd, p.grad(th), rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(p.worker_grads(th).mean(axis=0), p.grad(th), atol=1e-13)
+
+
+def test_node_gradients_unbiased_and_inner_variance():
+    """Node i's stochastic gradient has mean H_i (theta - theta*_i) and, at theta*, the
+    mean-square deviation sigma_*^2 of the module docstring (4 SE; the deviation squared
+    averaged over nodes is one i.i.d. draw per replicate)."""
+    p = HeterogeneousLeastSquares(4, 3, 1.5, spectrum="1/i", noise=0.5, seed=5,
+                                  hessian_dissimilarity=0.4)  # fmt: skip
+    R = 40000
+    for b in (1, 3):
+        batch = p.sample(Backend().stream(11, "unbiased", b), (R, 3, b))
+        th = np.broadcast_to(p.theta_star + 0.3, (R, 3, 4)).copy()
+        g = p.stochastic_grad(th, batch)
+        want = (th[0] - p.node_optima) * p.node_h
+        se = g.std(axis=0) / np.sqrt(R)
+        assert np.all(np.abs(g.mean(axis=0) - want) <= 4 * se)
+        ts = np.broadcast_to(p.theta_star, (R, 3, 4)).copy()
+        dev = p.stochastic_grad(ts, batch) - p.worker_grads(p.theta_star)
+        sq = np.sum(dev * dev, axis=-1).mean(axis=1)
+        assert abs(sq.mean() - p.sigma2 / b) <= 4 * sq.std() / np.sqrt(R)
+
+
+def test_node_errors_parallel_axis_identity():
+    p = HeterogeneousLeastSquares(7, 4, 1.0, spectrum="1/i", seed=2, hessian_dissimilarity=0.2)
+    X = np.random.default_rng(5).standard_normal((9, 4, 7))
+    ne = p.node_errors(X)
+    bar = X.mean(axis=1)
+    spread = np.mean(np.sum((X - bar[:, None]) ** 2 * p.h, axis=-1), axis=1)
+    np.testing.assert_allclose(ne["node_hnorm2"], p.errors(bar)["hnorm2"] + spread, rtol=1e-13)
+    f_nodes = p.loss(X).mean(axis=1)  # (1/P) sum_i f(theta_i)
+    np.testing.assert_allclose(ne["node_excess_risk"], f_nodes - p.f_star, rtol=1e-11)
+    with pytest.raises(ValueError, match="models must have shape"):
+        p.node_errors(X[:, :3])
+
+
+def test_invalid_heterogeneity_raises():
+    with pytest.raises(ValueError, match="hessian_dissimilarity < "):
+        HeterogeneousLeastSquares(5, 4, 0.0, hessian_dissimilarity=5.0)
+    with pytest.raises(ValueError, match="hessian_dissimilarity = 0.1 > 0 needs workers >= 2"):
+        HeterogeneousLeastSquares(5, 1, 0.0, hessian_dissimilarity=0.1)
+    with pytest.raises(ValueError, match="hessian_dissimilarity"):
+        HeterogeneousLeastSquares(5, 4, 0.0, hessian_dissimilarity=-1.0)
+    with pytest.raises(ValueError, match="node_spectra must be finite and > 0"):
+        HeterogeneousLeastSquares(5, 4, 0.0, node_spectra=np.ones((3, 5)))
+    with pytest.raises(ValueError, match="not both"):
+        HeterogeneousLeastSquares(5, 4, 0.0, node_spectra=np.ones((4, 5)),
+                                  hessian_dissimilarity=0.1)  # fmt: skip
+
+
+def test_explicit_node_spectra():
+    hn = np.array([[1.0, 0.5], [3.0, 0.1]])
+    p = HeterogeneousLeastSquares(2, 2, 0.7, node_spectra=hn, seed=0)
+    np.testing.assert_array_equal(p.h, [2.0, 0.3])
+    assert p.delta == pytest.approx(1.0) and p.L == 3.0 and p.mu == pytest.approx(0.3)
+    g = p.worker_grads(p.theta_star)
+    assert np.mean(np.sum(g * g, axis=1)) == pytest.approx(0.7, rel=1e-12)
