@@ -328,46 +328,52 @@ def simulate(
 
     Parameters
     ----------
-    problem:
+    problem : Problem
         A :class:`~convkit.problems.base.Problem`.
-    algorithms:
+    algorithms : Algorithm or sequence of Algorithm
         One algorithm or a sequence of them (labels must be unique).
-    gradients:
+    gradients : int, optional
         Total stochastic gradients ``T`` over all workers; each algorithm runs
         ``n = T / (P b)`` local steps.  Give this or ``steps``.
-    gradients_remainder:
+    gradients_remainder : {"error", "floor"}
         What to do when ``P b`` does not divide ``T``: ``"error"`` (default) raise
         ``ValueError``; ``"floor"`` run ``n = floor(T / (P b))`` local steps
         (:func:`budget_local_steps`).  The gradients actually used, ``n P b``, are in
         ``meta["algorithms"][label]["gradients"]`` (and in the frame's ``gradients`` column,
         ``step P b``); ``meta["gradients"]`` holds the requested ``T`` and the option.
-    steps:
+    steps : int, optional
         Number of local steps ``n`` for every algorithm.
-    replicates:
+    replicates : int
         Independent replicates ``R``.
-    seed:
+    seed : int
         Root seed; the same seed gives an identical result, whatever ``memory_limit``.
-    theta0:
+    theta0 : array_like, optional
         Starting model, shape ``(d,)`` (default: zeros), shared by all workers.
-    record:
-        Extra local steps at which to record (added to ``n_record`` log-spaced ones); a step
-        beyond the longest run of the call raises a :class:`ValueError` (with ``gradients``
-        the algorithms may run different ``n``: a step is recorded by those that reach it).
-    tail:
+    record : sequence of int, optional
+        Extra local steps at which to record (added to the ``n_record`` log-spaced ones); a
+        step beyond the longest run of the call raises a :class:`ValueError` (with
+        ``gradients`` the algorithms may run different ``n``: a step is recorded by those that
+        reach it).
+    n_record : int
+        About how many log-spaced local steps in ``[1, n]`` are recorded (default 40; the last
+        step ``n`` always is), :func:`record_steps`.
+    tail : float
         Tail averaging starts after ``floor(tail * n)`` local steps (``0 <= tail < 1``).
-    backend, dtype:
-        Array backend (``"numpy"``/``"cupy"`` or a :class:`~convkit.backend.Backend`) and
-        floating type (``"float64"`` default, ``"float32"``).
-    memory_limit:
+    backend : str or Backend, optional
+        Array backend: ``"numpy"`` (default), ``"cupy"`` or a
+        :class:`~convkit.backend.Backend`.
+    dtype : {"float64", "float32"}
+        Floating type of the states and the recorded values.
+    memory_limit : float
         Bytes the per-chunk state may use; replicates are chunked above it, in whole blocks of
         :data:`REPLICATE_BLOCK` replicates (at least one block per chunk).
-    divergence_factor:
+    divergence_factor : float
         A replicate diverges when ``||m_k - theta*||^2`` exceeds this factor times
         ``max(||theta0 - theta*||^2, 1)`` or is not finite.
-    progress:
+    progress : bool, optional
         Show a progress bar: ``True`` always, ``False`` never, ``None`` (default) when the
         run is estimated to take more than :data:`LONG_RUN_SECONDS`.
-    threads:
+    threads : int, optional
         Threads of this process running replicate blocks at once: ``None`` (default) all
         available cores (the affinity mask), ``1`` serial.  Each chunk's blocks are split into
         up to ``threads`` parts of whole blocks, run concurrently (their states add up to the
@@ -378,7 +384,7 @@ def simulate(
         block still uses several cores when it compares several algorithms.  With the CuPy
         backend ``None`` means 1.
         With ``dask=True``: the number of worker processes of the embedded cluster.
-    dask:
+    dask : bool, str or distributed.Client, optional
         Run the blocks on a Dask cluster (extra ``convkit[cluster]``): ``True`` an embedded
         ``distributed.LocalCluster`` (``threads`` worker processes), a scheduler address
         (``"tcp://host:8786"``) or a ``distributed.Client``.  Every chunk is split into one part
@@ -386,14 +392,7 @@ def simulate(
         with cloudpickle, and the workers need convkit installed), each part returns its slice
         of the recorded values, merged here.  No time estimate (a bar with ``progress=True``
         advances as parts complete).
-
-    Where the blocks run (serially, on threads, on Dask workers) and how they are grouped into
-    chunks and parts never changes the numbers: a block's random numbers depend on ``seed``
-    and its index only, and its state and outputs are its own, so ``Result.values`` are
-    bit-identical for any ``threads``, ``dask`` and ``memory_limit``.  ``meta["chunks"]`` is
-    the number of memory chunks, ``meta["parallel"]`` says how they ran.
-
-    weight_shift:
+    weight_shift : float or "step", optional
         Also record the weighted averages ``wavg1``, ``wavg2`` (weights ``(j + tau)^p``,
         :class:`~convkit.recording.WeightedSums`), computed online in ``O(d)`` memory on every
         path (serial, threads, Dask, CuPy): ``None`` (default) not recorded; a number
@@ -402,10 +401,23 @@ def simulate(
         ``(a + t)^2``: :func:`~convkit.recording.resolve_weight_shift`). The exact engine
         has no weighted averages.
 
+    Returns
+    -------
+    Result
+        The recorded values of every algorithm (:class:`~convkit.result.Result`).
+
     Raises
     ------
     MemoryError
         Before any allocation, when the estimated memory exceeds :func:`available_memory`.
+
+    Notes
+    -----
+    Where the blocks run (serially, on threads, on Dask workers) and how they are grouped into
+    chunks and parts never changes the numbers: a block's random numbers depend on ``seed``
+    and its index only, and its state and outputs are its own, so ``Result.values`` are
+    bit-identical for any ``threads``, ``dask`` and ``memory_limit``.  ``meta["chunks"]`` is
+    the number of memory chunks, ``meta["parallel"]`` says how they ran.
     """
     t_start = time.perf_counter()
     if not isinstance(problem, Problem):
