@@ -1,4 +1,4 @@
-"""Algorithms: the Local-SGD family, the decentralized family and error feedback.
+"""Algorithms: the Local-SGD family, SCAFFOLD, the decentralized family and error feedback.
 
 The decentralized classes are imported on first use (they need networkx and scipy).
 """
@@ -10,6 +10,7 @@ from typing import Any
 
 from .base import Algorithm
 from .local import MBA, OSA, LocalSGD
+from .scaffold import SCAFFOLD
 
 _LAZY = {
     "DPSGD": "decentralized",
@@ -21,7 +22,7 @@ _LAZY = {
     "ErrorFeedbackSGD": "feedback",
 }
 
-__all__ = ["MBA", "OSA", "Algorithm", "LocalSGD", *_LAZY]
+__all__ = ["MBA", "OSA", "SCAFFOLD", "Algorithm", "LocalSGD", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

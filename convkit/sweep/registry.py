@@ -192,7 +192,9 @@ _LAZY_MODULES = (
     ("problem", "convkit.problems.logistic"),
     ("problem", "convkit.problems.datasets"),
     ("problem", "convkit.problems.finite_sum"),
+    ("problem", "convkit.problems.heterogeneous"),
     ("algorithm", "convkit.algorithms.decentralized"),
+    ("algorithm", "convkit.algorithms.scaffold"),
     ("algorithm", "convkit.algorithms.feedback"),
 )
 
