@@ -14,7 +14,15 @@ Direct formulas (replicate r counts at record step k when it had not diverged by
 * ratio ``r = mean(a) / mean(b)`` with the delta method for g(u, v) = u / v at the sample means:
   grad g = (1/v, -u/v^2), ``Var(r) ~ grad' S grad / n`` where S is the 2x2 sample covariance
   (ddof 1) of the pairs (a_r, b_r); ``ratio_se = sqrt(Var(r))``.
+
+Which rows are infinite follows from the definitions (a single pair; a baseline whose values
+sum to exactly 0), never from a rounded value: when a and b are identical (or nearly), Var(r)
+is 0 (or nearly) and the quadratic form rounds to either side of 0 depending on the BLAS's
+summation order (its AVX512 kernels gave -1e-35, a NaN square root), so ``ratio_se`` is checked
+as a variance.
 """
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -24,6 +32,7 @@ import convkit as ck
 from convkit.result import ConfigValues, Result, frame_from_values
 
 RTOL = 1e-12
+EPS = np.finfo(np.float64).eps
 ITERATES = ("avg", "tail", "last")
 METRICS = ("hnorm2", "dist2", "excess_risk")
 
@@ -78,6 +87,10 @@ def _direct_frame(res: Result) -> pd.DataFrame:
 
 
 def _direct_compare(res: Result, a: str, b: str, it: str, me: str) -> pd.DataFrame:
+    """The paired comparison from the definitions, with ``ratio_var`` (Var(r), the square of
+    ``ratio_se``; inf where ``ratio_se`` is), ``var_scale`` (the scale its rounding error is
+    measured on, see :func:`_check_compare`) and ``infinite`` (``ratio_se`` is inf by
+    definition: a single pair, or a baseline whose values sum to exactly 0)."""
     ca, cb = res.values[a], res.values[b]
     xa, oka = _series(ca, it, me)
     xb, okb = _series(cb, it, me)
@@ -93,16 +106,28 @@ def _direct_compare(res: Result, a: str, b: str, it: str, me: str) -> pd.DataFra
         if n == 0:
             continue
         mu, mw = u.mean(), w.mean()
+        # a zero baseline mean decided on the exact sum (fsum), and never within rounding of 0
+        zero = math.fsum(w) == 0
+        assert zero or abs(math.fsum(w)) > 4 * n * EPS * np.abs(w).sum(), "ill-posed zero mean"
+        ratio = math.copysign(np.inf, mu) if zero else mu / mw
         if n > 1:
             diff_se = np.std(u - w, ddof=1) / np.sqrt(n)
+        else:
+            diff_se = np.inf
+        if n > 1 and not zero:
             S = np.cov(np.vstack([u, w]), ddof=1)
             grad = np.array([1 / mw, -mu / mw**2])
-            ratio_se = np.sqrt(grad @ S @ grad / n)
+            ratio_var = grad @ S @ grad / n  # may round below 0 when Var(r) is (nearly) 0
+            var_scale = 2 * (S[0, 0] + ratio**2 * S[1, 1]) / (n * mw**2)
         else:
-            diff_se = ratio_se = np.inf
-        rows.append((int(step), mu, mw, (u - w).mean(), diff_se, mu / mw, ratio_se, n))
-    cols = ["step", "mean", "baseline_mean", "diff", "diff_se", "ratio", "ratio_se", "count"]
-    return pd.DataFrame(rows, columns=cols)
+            ratio_var, var_scale = np.inf, 0.0
+        rows.append(
+            (int(step), mu, mw, (u - w).mean(), diff_se, ratio, ratio_var, var_scale, n, zero)
+        )
+    cols = "step mean baseline_mean diff diff_se ratio ratio_var var_scale count zero_baseline"
+    out = pd.DataFrame(rows, columns=cols.split())
+    out["infinite"] = (out["count"] == 1) | out["zero_baseline"]
+    return out
 
 
 def _check_frame(res: Result) -> None:
@@ -124,14 +149,28 @@ def _check_compare(res: Result, a: str, b: str, it: str, me: str) -> None:
     np.testing.assert_array_equal(got["count"], want["count"])
     for col in ("mean", "baseline_mean", "ratio"):
         np.testing.assert_allclose(got[col], want[col], rtol=RTOL, atol=0, err_msg=col)
+    # which SEs are infinite: from the definitions (single pair, zero baseline), exactly
+    single = (want["count"] == 1).to_numpy()
+    np.testing.assert_array_equal(np.isposinf(got["diff_se"]), single, err_msg="diff_se")
+    infinite = want["infinite"].to_numpy()
+    np.testing.assert_array_equal(np.isposinf(got["ratio_se"]), infinite, err_msg="ratio_se")
     # a difference (and an SE) can be far below the means it comes from: near machine
-    # precision relative to the scale of the means (or of the ratio)
+    # precision relative to the scale of the means
     scale = np.maximum(np.abs(want["mean"]), np.abs(want["baseline_mean"])).to_numpy()
-    for col, sc in (("diff", scale), ("diff_se", scale), ("ratio_se", np.abs(want["ratio"]))):
-        g, w = got[col].to_numpy(), want[col].to_numpy()
-        fin = np.isfinite(w)
-        np.testing.assert_array_equal(np.isposinf(g), ~fin, err_msg=col)
-        assert np.all(np.abs(g[fin] - w[fin]) <= RTOL * (np.abs(w[fin]) + sc[fin])), col
+    for col in ("diff", "diff_se"):
+        g, w = got[col].to_numpy()[~single], want[col].to_numpy()[~single]
+        assert np.all(np.abs(g - w) <= RTOL * (np.abs(w) + scale[~single])), col
+    # ratio_se as a variance V = ratio_se^2 (a square root would turn a rounding error of
+    # V near 0 into one of its square root).  Either formula (the library's sd(a - R b)^2 /
+    # (n mu_b^2), this delta method) computes V from n centred pairs, so its rounding error is
+    # at most gamma_{n+5} sum_r (|da_r| + |R| |db_r|)^2 / (n (n - 1) mu_b^2) (Higham, Accuracy
+    # and Stability of Numerical Algorithms, 2002, sec. 3.1: gamma_k = k u / (1 - k u)), and
+    # (x + y)^2 <= 2 (x^2 + y^2) bounds that sum by var_scale = 2 (Var a + R^2 Var b) /
+    # (n mu_b^2).  gamma_{n+5} <= 2.4e-14 for n <= 200: RTOL leaves a 40-fold margin.
+    fin = ~infinite
+    g2 = got["ratio_se"].to_numpy()[fin] ** 2
+    w2 = want["ratio_var"].to_numpy()[fin]
+    assert np.all(np.abs(g2 - w2) <= RTOL * want["var_scale"].to_numpy()[fin]), "ratio_se"
 
 
 # ------------------------------------------------------------------ frame yardsticks
@@ -206,6 +245,27 @@ def test_ratio_se_with_a_negative_baseline_is_positive_and_exact():
     res = Result(frame_from_values(values), {}, values)
     got = res.compare("a", "b", metric="m")
     assert (got["ratio_se"] > 0).all()
+    _check_compare(res, "a", "b", "avg", "m")
+
+
+def test_identical_paired_series_have_zero_standard_errors():
+    """Two configurations with the same per-replicate values (as Local-SGD and one-shot
+    averaging before their first communication): ``ratio = 1`` and ``diff = diff_se =
+    ratio_se = 0`` exactly (sd(a - 1 b) = 0), not inf; the oracle agrees although its
+    quadratic form rounds to either side of 0."""
+    steps = np.arange(1, 41)
+    axes = {k: steps.copy() for k in ("gradients", "rounds", "messages", "bits")}
+    va = np.random.default_rng(5).lognormal(0.0, 0.5, size=(40, 1, 1, 40))
+    values = {
+        name: ConfigValues(steps, axes, ["avg"], ["m"], va.copy(), np.zeros(40, dtype=np.int64))
+        for name in ("a", "b")
+    }
+    res = Result(frame_from_values(values), {}, values)
+    got = res.compare("a", "b", metric="m")
+    assert (got["ratio"] == 1).all() and (got["diff"] == 0).all()
+    assert (got["diff_se"] == 0).all() and (got["ratio_se"] == 0).all()
+    want = _direct_compare(res, "a", "b", "avg", "m")
+    assert not want["infinite"].any()
     _check_compare(res, "a", "b", "avg", "m")
 
 
