@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 import convkit as ck
+from convkit.checks import paired_ratio
 
 #: Columns of ``figures/local_sgd_large_steps.csv`` (exactly these, in this order).
 COLUMNS = [
@@ -265,17 +266,6 @@ def _rounds(comm: Any, n: int) -> int:
 
 
 # ------------------------------------------------------------------------------ statistics
-def paired_ratio(e: np.ndarray, base: np.ndarray) -> tuple[float, float]:
-    """``mean(e) / mean(base)`` and its delta-method SE on paired replicates (1-D), as plain
-    floats (:func:`convkit.checks.paired_ratio`; SE NaN with a single replicate)."""
-    from convkit.checks import paired_ratio as _paired_ratio
-
-    if e.shape[-1] < 2:
-        return float(e.mean()) / float(base.mean()), math.nan
-    r, se = _paired_ratio(e, base)
-    return float(r), float(se)
-
-
 def _mean_se(e: np.ndarray) -> tuple[float, float]:
     R = e.shape[-1]
     return float(e.mean()), float(e.std(ddof=1) / math.sqrt(R)) if R > 1 else math.nan
@@ -348,7 +338,7 @@ def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
     rows = []
     for c, e in zip(cfg, E, strict=True):
         m, s = _mean_se(e)
-        r, rs = (1.0, 0.0) if c["schedule"] == "mba" else paired_ratio(e, base)
+        r, rs = (1.0, 0.0) if c["schedule"] == "mba" else paired_ratio(e, base, single="nan")
         rows.append(
             _row(
                 cell,
@@ -374,8 +364,8 @@ def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
         i = min(cand, key=lambda k: E[k, sel].mean())
         e, b, ev = E[i, held], base[held], E[labels.index(f"even:{N}"), held]
         m, s = _mean_se(e)
-        r, rs = paired_ratio(e, b)
-        re, res_ = paired_ratio(e, ev)
+        r, rs = paired_ratio(e, b, single="nan")
+        re, res_ = paired_ratio(e, ev, single="nan")
         rows.append(
             _row(
                 cell,
@@ -404,7 +394,7 @@ def _add_ratio_to_even(out: pd.DataFrame, E: np.ndarray, cfg: list[dict[str, Any
         if c["schedule"] in ("mba", "osa", "even") or f"even:{c['N']}" not in labels:
             continue
         j = labels.index(f"even:{c['N']}")
-        r, s = paired_ratio(E[k], E[j]) if E is not None else (math.nan, math.nan)
+        r, s = paired_ratio(E[k], E[j], single="nan") if E is not None else (math.nan, math.nan)
         out.loc[k, ["ratio_to_even", "ratio_to_even_se"]] = [r, s]
 
 

@@ -381,28 +381,51 @@ def residual_trend_adequacy(
 
 
 # ============================================================================ pairing
-def paired_ratio(a: Any, b: Any, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def paired_ratio(a: Any, b: Any, axis: int = 0, single: str = "raise") -> tuple[Any, Any]:
     """Ratio of means ``mean(a) / mean(b)`` of *paired* replicates and its standard error.
 
     ``a`` and ``b`` hold per-replicate values computed with common random numbers (replicate
     r of ``a`` and of ``b`` share their data), replicates along ``axis``; ``b`` may have size 1
-    along the other axes (a reference curve at one point, e.g. err(MBA)). Delta method:
-    ``se = sqrt(Var(a - r b) / R) / |mean(b)|`` with ``r`` the ratio; pairing makes
-    ``Var(a - r b)`` small when ``a`` and ``b`` are strongly correlated. Returns
-    ``(ratio, se)`` with the replicate axis removed.
+    along the other axes (a reference curve at one point, e.g. err(MBA)). Delta method
+    (e.g. Casella and Berger, *Statistical Inference*, 5.5.4):
+    ``se = sqrt(Var(a - r b) / R) / |mean(b)|`` with ``r`` the ratio and ``Var`` the sample
+    variance (``ddof=1``); pairing makes ``Var(a - r b)`` small when ``a`` and ``b`` are
+    strongly correlated. Returns ``(ratio, se)`` with the replicate axis removed: plain floats
+    for 1-D samples, arrays otherwise.
+
+    A single replicate has a ratio but no standard error: ``single="raise"`` (the default)
+    raises ``ValueError``, ``single="nan"`` returns the ratio with an SE of NaN (tables that
+    keep a row for a one-replicate cell). Shapes that do not pair (do not broadcast) and a
+    zero ``mean(b)`` raise ``ValueError``.
+
+    This is the one paired ratio of the package (the schedule search and the analyses use
+    it).
     """
+    if single not in ("raise", "nan"):
+        raise ValueError(f"single must be 'raise' or 'nan', got {single!r}")
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
-    a, b = np.broadcast_arrays(a, b)
+    try:
+        a, b = np.broadcast_arrays(a, b)
+    except ValueError:
+        raise ValueError(
+            f"a and b must be paired samples of matching shapes (b may have size 1 off the "
+            f"replicate axis), got {a.shape} and {b.shape}"
+        ) from None
     R = a.shape[axis]
-    if R < 2:
+    if R < 2 and single == "raise":
         raise ValueError(f"need at least 2 replicates along axis {axis}, got {R}")
     ma, mb = a.mean(axis=axis), b.mean(axis=axis)
     if np.any(mb == 0):
         raise ValueError("mean(b) must be nonzero")
     r = ma / mb
-    resid = a - np.expand_dims(r, axis) * b
-    se = np.sqrt(resid.var(axis=axis, ddof=1) / R) / np.abs(mb)
+    if R < 2:
+        se = np.full_like(np.asarray(r), np.nan)
+    else:
+        resid = a - np.expand_dims(r, axis) * b
+        se = np.sqrt(resid.var(axis=axis, ddof=1) / R) / np.abs(mb)
+    if np.ndim(r) == 0:
+        return float(r), float(se)
     return r, se
 
 

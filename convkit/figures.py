@@ -65,16 +65,12 @@ def _load(analyses_dir: Path, name: str):
 
 
 def _validated(name: str, rows: list[dict]) -> list[dict]:
-    """The check rows of analysis ``name``, each with a vocabulary verdict and a reason."""
-    from convkit.verdicts import VERDICTS
+    """The check rows of analysis ``name``, each valid (:func:`convkit.verdicts.validate_row`:
+    the six keys, a vocabulary verdict, a string reason)."""
+    from convkit.verdicts import validate_row
 
     for row in rows:
-        if row.get("verdict") not in VERDICTS:
-            raise ValueError(
-                f"analysis {name}: verdict {row.get('verdict')!r} of {row.get('result')!r} "
-                f"is not one of {list(VERDICTS)}"
-            )
-        row.setdefault("reason", "")
+        validate_row(row, where=f"analysis {name}")
     return rows
 
 

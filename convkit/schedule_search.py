@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from .algorithms.local import MBA, LocalSGD
-from .checks import paired_ratio as _paired_ratio
+from .checks import paired_ratio  # the one paired ratio, re-exported
 from .exact.local import LocalSpec, local_curves
 from .exact.moments import problem_arrays
 from .problems.base import METRICS, Problem
@@ -428,20 +428,6 @@ def best_rounds_exact(
 
 
 # ============================================================================ Monte Carlo
-def paired_ratio(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """``mean(x) / mean(y)`` and its delta-method standard error for paired samples
-    ``(x_i, y_i)``: ``se = sd(x_i - r y_i) / (sqrt(R) mean(y))`` (plain floats; the formula
-    of :func:`convkit.checks.paired_ratio`, which computes it)."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
-        raise ValueError(
-            f"x and y must be paired 1-D samples of the same size >= 2, got {x.shape}, {y.shape}"
-        )
-    r, se = _paired_ratio(x, y)
-    return float(r), float(se)
-
-
 @dataclass
 class BestPower:
     """Outcome of :func:`best_power_mc` (all numbers from one paired simulate call).

@@ -49,6 +49,14 @@ adequacy cannot be tested (too few points) may be ``consistent_unresolved`` at b
 
 The half-width 0.25 is half the distance between the claimed exponents the theory confronts
 (1/2 against 0 and 1): an interval of that width around 1/2 cannot contain either alternative.
+
+**Rows.** A check row is a dict with the keys :data:`ROW_KEYS` (``result``, ``setting``,
+``measured``, ``theoretical``, ``verdict``, ``reason``; optionally ``margin``, the stated
+tolerance, and ``details``, numbers the tests assert on), in the PEPit idiom of a (measured,
+theoretical) pair. :func:`check_row` builds one (and refuses a bad verdict or reason at once);
+:func:`validate_row` is the one validator of rows, used by the theory registry
+(:func:`convkit.bounds.run_checks`), the figure pipeline (:mod:`convkit.figures`) and the
+documentation's gallery.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 __all__ = [
     "CONSISTENT_UNRESOLVED",
@@ -65,11 +75,15 @@ __all__ = [
     "MAX_HALF_WIDTH",
     "MEASURED",
     "NOT_IDENTIFIABLE",
+    "ROW_KEYS",
     "VERDICTS",
     "VIOLATED",
+    "check_row",
     "check_verdict",
     "exponent_verdict",
     "interval_text",
+    "plain_values",
+    "validate_row",
     "verdict_of",
 ]
 
@@ -95,12 +109,105 @@ VERDICTS: tuple[str, ...] = (
 #: largest interval half-width at which an exponent can "hold" (see the module docstring)
 MAX_HALF_WIDTH = 0.25
 
+#: the keys every check row has, in the order rows are written
+ROW_KEYS: tuple[str, ...] = ("result", "setting", "measured", "theoretical", "verdict", "reason")
+
 
 def check_verdict(verdict: str) -> str:
     """Return ``verdict`` if it is one of :data:`VERDICTS`, else raise ``ValueError``."""
     if verdict not in VERDICTS:
         raise ValueError(f"verdict {verdict!r} is not one of {list(VERDICTS)}")
     return verdict
+
+
+def check_row(
+    result: str,
+    setting: str,
+    measured: Any,
+    theoretical: Any,
+    verdict: str,
+    reason: str,
+    margin: str | None = None,
+    **details: Any,
+) -> dict[str, Any]:
+    """One check row: the claim ``result`` (a library name or the analysis' own name) tested
+    in ``setting`` (one sentence: the problem, its parameters, the engine), the ``measured``
+    and ``theoretical`` values (numbers, lists or text such as ``"<= 1"``), the ``verdict``
+    (one of :data:`VERDICTS`) and its ``reason`` (one sentence of detail).
+
+    ``margin`` (optional) is the stated tolerance (``"3 SE"``, ``"relative difference <=
+    1e-6"``); further keyword arguments go to ``details`` (numbers the tests assert on). NumPy
+    scalars and arrays in ``measured``, ``theoretical`` and ``details`` become plain Python
+    values (:func:`plain_values`), so that the row is JSON as it stands. The keys are in the
+    order of :data:`ROW_KEYS`, then ``margin``, then ``details``. The row is checked by
+    :func:`validate_row` before it is returned: a verdict outside the vocabulary or a reason
+    that is not a string raises here, where the row is written.
+
+    Example::
+
+        check_row("sgd.noise_floor_1d", "d = 1, gamma = 0.1", 0.0526, 0.0526, HOLDS,
+                  "|diff| 3e-05, SE 0.0004", margin="3 SE")
+    """
+    out: dict[str, Any] = {
+        "result": result,
+        "setting": setting,
+        "measured": plain_values(measured),
+        "theoretical": plain_values(theoretical),
+        "verdict": verdict,
+        "reason": reason,
+    }
+    if margin is not None:
+        out["margin"] = margin
+    if details:
+        out["details"] = {k: plain_values(v) for k, v in details.items()}
+    return validate_row(out, where=f"row of {result!r}")
+
+
+def plain_values(value: Any) -> Any:
+    """``value`` with NumPy scalars and arrays (also inside lists, tuples and dicts) replaced
+    by plain Python numbers and lists; anything else unchanged."""
+    if isinstance(value, np.ndarray):
+        return [plain_values(x) for x in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [plain_values(x) for x in value]
+    if isinstance(value, dict):
+        return {k: plain_values(x) for k, x in value.items()}
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    return value
+
+
+def validate_row(
+    row: dict[str, Any], where: str = "check row", covers: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Return ``row`` if it is a valid check row, else raise naming ``where`` (the check or
+    analysis it comes from), the field and what is allowed.
+
+    A valid row has every key of :data:`ROW_KEYS` (``KeyError`` otherwise), a non-empty string
+    ``result`` (one of ``covers`` when given: the library results its check covers), a string
+    ``setting`` and ``reason`` (``TypeError``) and a verdict of :data:`VERDICTS`
+    (``ValueError``). This is the one validator of rows: the theory registry, the figure
+    pipeline and the documentation's gallery call it.
+    """
+    if not isinstance(row, dict):
+        raise TypeError(f"{where}: a check row must be a dict, got {type(row).__name__}")
+    missing = [k for k in ROW_KEYS if k not in row]
+    if missing:
+        raise KeyError(f"{where}: row lacks the keys {missing} (a row has {list(ROW_KEYS)})")
+    if not isinstance(row["result"], str) or not row["result"]:
+        raise ValueError(f"{where}: result must be a non-empty string, got {row['result']!r}")
+    if covers is not None and row["result"] not in covers:
+        raise ValueError(
+            f"{where}: row result {row['result']!r} is not one of the covered results "
+            f"{list(covers)}"
+        )
+    if not isinstance(row["setting"], str):
+        raise TypeError(f"{where}: setting must be a string, got {row['setting']!r}")
+    if row["verdict"] not in VERDICTS:
+        raise ValueError(f"{where}: verdict {row['verdict']!r} is not one of {list(VERDICTS)}")
+    if not isinstance(row["reason"], str):
+        raise TypeError(f"{where}: reason must be a string, got {row['reason']!r}")
+    return row
 
 
 def interval_text(interval: Sequence[float]) -> str:

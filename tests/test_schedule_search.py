@@ -141,7 +141,7 @@ def test_paired_ratio():
     assert r == x.mean() / y.mean()
     assert se == pytest.approx(np.std(x - r * y, ddof=1) / (20 * y.mean()), rel=1e-14)
     assert se < 0.01  # pairing removes the common fluctuation
-    with pytest.raises(ValueError, match="paired 1-D samples"):
+    with pytest.raises(ValueError, match="paired samples of matching shapes"):
         paired_ratio(x, y[:-1])
 
 

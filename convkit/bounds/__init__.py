@@ -12,7 +12,8 @@ Layout
   :func:`names`, :func:`all_results`; :data:`CHECKS` / :data:`COVERS` with
   :func:`register_check`, :func:`select`, :func:`covered_results`, :func:`run_checks`;
 * :mod:`convkit.bounds.provenance` (the papers, :func:`~convkit.bounds.provenance.derived`),
-  :mod:`convkit.bounds.checking` (the row helpers of the checks),
+  :mod:`convkit.bounds.checking` (the public helpers of the checks: :func:`check_row`,
+  :func:`mean_se`, :func:`within`, :func:`final_values`, also exported here),
   :mod:`convkit.bounds.moments` (Isserlis / Rademacher moments and the second-moment
   recursion shared by several topics);
 * topics, each with its results, derivations and checks:
@@ -50,7 +51,7 @@ conditions, constants, provenance: a paper of :mod:`~convkit.bounds.provenance` 
 ``derived(the_derivation)``) and decorate it with ``@result("topic.name")``; put its SymPy
 derivation next to it; write its check ``check_xxx(quick) -> list[dict]`` decorated with
 ``@register_check("check.name", covers=["topic.name"])``, whose rows are built with
-:func:`convkit.bounds.checking._row` and carry a verdict of :data:`convkit.verdicts.VERDICTS`
+:func:`convkit.bounds.checking.check_row` and carry a verdict of :data:`convkit.verdicts.VERDICTS`
 with a one-sentence reason (exponents through :func:`convkit.verdicts.exponent_verdict`). The
 coverage tests fail until every result has a check. Topic modules import the shared modules
 (``convkit.bounds.core``, ``.registry``, ``.checking``, ``.moments``, ``.provenance``) and
@@ -69,6 +70,7 @@ from convkit.bounds import mixing  # noqa: F401
 from convkit.bounds import compression  # noqa: F401
 
 # isort: on
+from convkit.bounds.checking import check_row, final_values, mean_se, within
 from convkit.bounds.core import (
     KINDS,
     ConditionError,
@@ -100,13 +102,17 @@ __all__ = [
     "ConstantFit",
     "TheoryResult",
     "all_results",
+    "check_row",
     "covered_results",
+    "final_values",
     "fit_constants",
     "get",
+    "mean_se",
     "names",
     "register_check",
     "result",
     "run_checks",
     "select",
     "symbol",
+    "within",
 ]

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from convkit.bounds.checking import _lib, _row, _tolerance_verdict
+from convkit.bounds.checking import check_row, tolerance_verdict
 from convkit.bounds.core import TheoryResult, symbol
 from convkit.bounds.provenance import derived
-from convkit.bounds.registry import register_check, result
+from convkit.bounds.registry import get, register_check, result
 from convkit.verdicts import exponent_verdict, verdict_of
 
 __all__ = ["derive_polyak_juditsky"]
@@ -139,7 +139,7 @@ def check_polyak_juditsky(quick: bool) -> list[dict[str, Any]]:
     ex = expected_error(prob, algo, steps=Tmax, theta0=theta0, n_record=30)
     cur = ex.curve("SGD", "hnorm2", "avg")
     T, err = cur["step"].to_numpy(float), cur["mean"].to_numpy(float)
-    theory = float(_lib(name).evaluate(T=Tmax, d=d, sigma=sigma))
+    theory = float(get(name).evaluate(T=Tmax, d=d, sigma=sigma))
     ratio = float(err[-1] / theory)
     fe = fit_exponent(T, err, None, window=(Tmax / 10, Tmax), predicted=-1.0)
     setting = (
@@ -148,7 +148,7 @@ def check_polyak_juditsky(quick: bool) -> list[dict[str, Any]]:
     )
     ok = abs(ratio - 1) <= 0.01 and abs(fe.slope + 1) <= 0.01
     rows = [
-        _row(
+        check_row(
             name,
             setting + f", exact engine, T = {Tmax:.0e}: T err / (sigma^2 d)",
             ratio,
@@ -174,7 +174,7 @@ def check_polyak_juditsky(quick: bool) -> list[dict[str, Any]]:
         c["step"], c["mean"], c["se"], window=(Tmc / 10, Tmc), predicted=-1.0, level=0.95
     )
     rows.append(
-        _row(
+        check_row(
             name,
             setting + f", Monte Carlo R = {R}: log-log slope of the averaged error over "
             f"[{Tmc // 10}, {Tmc}]",
@@ -208,7 +208,7 @@ def check_exact_additive_1d(quick: bool) -> list[dict[str, Any]]:
     algo = MBA(1, Constant(gamma), name="SGD")
     theta0 = np.array([eta0])
     theory = np.array(
-        [float(_lib(name).evaluate(T=T, q=1 - gamma * h, h=h, sigma=sigma, eta_0=eta0)) for T in Ts]
+        [float(get(name).evaluate(T=T, q=1 - gamma * h, h=h, sigma=sigma, eta_0=eta0)) for T in Ts]
     )
     ex = expected_error(prob, algo, steps=Ts[-1], theta0=theta0, record=Ts)
     ce = ex.curve("SGD", "hnorm2", "avg").set_index("step")["mean"].reindex(Ts).to_numpy()
@@ -219,12 +219,12 @@ def check_exact_additive_1d(quick: bool) -> list[dict[str, Any]]:
     z = (cm["mean"].to_numpy() - theory) / cm["se"].to_numpy()
     setting = f"1-D additive noise, h = {h}, gamma = {gamma}, eta_0 = {eta0}, sigma = 1"
     return [
-        _row(
+        check_row(
             name,
             setting + f", T in {Ts}: exact engine (max relative difference)",
             rel,
             0.0,
-            *_tolerance_verdict(
+            *tolerance_verdict(
                 rel <= 1e-9,
                 "the largest relative difference of the exact engine to the derived error",
                 rel,
@@ -234,7 +234,7 @@ def check_exact_additive_1d(quick: bool) -> list[dict[str, Any]]:
             engine=ce.tolist(),
             theory=theory.tolist(),
         ),
-        _row(
+        check_row(
             name,
             setting + f", T in {Ts}: Monte Carlo R = {R} (max |z|)",
             float(np.max(np.abs(z))),

@@ -1,4 +1,5 @@
-"""Row helpers shared by the theory-vs-simulation checks of the topic modules.
+"""Public helpers for the checks of theory against simulation: build a row, summarise
+replicates, turn a comparison into a verdict.
 
 Every check returns rows in the PEPit idiom of a (measured, theoretical) pair::
 
@@ -10,13 +11,27 @@ Every check returns rows in the PEPit idiom of a (measured, theoretical) pair::
      "margin": "relative difference <= 1e-6",    # optional: the stated tolerance
      "details": {...}}                           # optional: numbers the tests assert on
 
-built by :func:`_row`. A claim that does not hold in the simulated setting gets the verdict
-``violated``: that is a measured result, not a failure of the check. Settings are fixed a
-priori (stated in the ``setting`` text and in each check's docstring), never tuned until a
-verdict changes. Statistical verdicts use standard errors from independent replicates (fixed
-seeds) and say how many SE (or which confidence) they allow; exponents are judged by
-:func:`convkit.verdicts.exponent_verdict` (:func:`_rate_exponent_verdict` for the exponent
-of an upper bound on a rate, where a faster decay also satisfies the bound).
+built by :func:`check_row` (:func:`convkit.verdicts.check_row`, re-exported here). A claim
+that does not hold in the simulated setting gets the verdict ``violated``: that is a measured
+result, not a failure of the check. Settings are fixed a priori (stated in the ``setting``
+text and in each check's docstring), never tuned until a verdict changes. Statistical verdicts
+use standard errors from independent replicates (fixed seeds) and say how many SE (or which
+confidence) they allow; exponents are judged by :func:`convkit.verdicts.exponent_verdict`
+(:func:`rate_exponent_verdict` for the exponent of an upper bound on a rate, where a faster
+decay also satisfies the bound).
+
+The helpers:
+
+* :func:`check_row` -- one row (verdict and reason checked where the row is written);
+* :func:`final_values` -- the per-replicate values of one curve at its last record point;
+* :func:`mean_se` -- mean and standard error of independent replicates;
+* :func:`within` -- ``|measured - theory| <= k se`` (the usual 3 SE rule);
+* :func:`tolerance_verdict`, :func:`rate_exponent_verdict` -- verdict and reason;
+* :func:`check_stream` -- the random stream of the library's checks (for draws outside
+  :func:`convkit.simulate`).
+
+They are public: a check in a topic module of :mod:`convkit.bounds`, in a user's module or in
+a notebook uses the same names (see the page "Your own claim" of the documentation).
 """
 
 from __future__ import annotations
@@ -27,86 +42,52 @@ from typing import Any
 
 import numpy as np
 
-from convkit.bounds.core import TheoryResult
-from convkit.bounds.registry import get
-from convkit.verdicts import HOLDS, VIOLATED, exponent_verdict, verdict_of
+from convkit.verdicts import HOLDS, VIOLATED, check_row, exponent_verdict, verdict_of
+
+__all__ = [
+    "check_row",
+    "check_stream",
+    "final_values",
+    "mean_se",
+    "rate_exponent_verdict",
+    "tolerance_verdict",
+    "within",
+]
 
 
-def _row(
-    result: str,
-    setting: str,
-    measured: Any,
-    theoretical: Any,
-    verdict: str,
-    reason: str,
-    margin: str | None = None,
-    **details: Any,
-) -> dict[str, Any]:
-    """One check row (NumPy scalars and arrays in ``measured``, ``theoretical`` and
-    ``details`` become plain Python values)."""
-    out: dict[str, Any] = {
-        "result": result,
-        "setting": setting,
-        "measured": _num(measured),
-        "theoretical": _num(theoretical),
-        "verdict": verdict,
-        "reason": reason,
-    }
-    if margin is not None:
-        out["margin"] = margin
-    if details:
-        out["details"] = {k: _num(v) for k, v in details.items()}
-    return out
-
-
-def _num(v: Any) -> Any:
-    if isinstance(v, np.ndarray):
-        return [_num(x) for x in v.tolist()]
-    if isinstance(v, (list, tuple)):
-        return [_num(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _num(x) for k, x in v.items()}
-    if isinstance(v, (np.floating, np.integer, np.bool_)):
-        return v.item()
-    return v
-
-
-def _lib(name: str) -> TheoryResult:
-    """The library result ``name`` (:func:`convkit.bounds.registry.get`)."""
-    return get(name)
-
-
-def _stream(seed: int, *key: Any) -> Any:
-    """The checks' random stream for ``seed`` and ``key`` (the stream family keeps the name
-    ``"theory_checks"``, so the draws are those of every earlier run)."""
+def check_stream(seed: int, *key: Any) -> Any:
+    """The checks' random stream for ``seed`` and ``key``
+    (:meth:`convkit.backend.Backend.stream` of the family ``"theory_checks"``: the same seed
+    and key give the same draws in every run)."""
     from convkit.backend import Backend
 
     return Backend().stream(seed, "theory_checks", *key)
 
 
-def _final(res: Any, label: str, metric: str, iterate: str) -> np.ndarray:
-    """Per-replicate values (R,) of ``metric``/``iterate`` at the last record point."""
+def final_values(res: Any, label: str, metric: str, iterate: str) -> np.ndarray:
+    """Per-replicate values, shape ``(R,)``, of ``metric`` (``"hnorm2"``, ``"excess_risk"``,
+    ...) of the iterate ``iterate`` (``"last"``, ``"avg"``, ...) of the configuration
+    ``label`` of the result ``res`` (of :func:`convkit.simulate`) at its last record point."""
     cv = res.values[label]
     i, m = cv.iterates.index(iterate), cv.metrics.index(metric)
     return np.asarray(cv.values[-1, i, m, :], dtype=float)
 
 
-def _mean_se(v: np.ndarray) -> tuple[float, float]:
-    v = np.asarray(v, dtype=float)
+def mean_se(values: Any) -> tuple[float, float]:
+    """Mean and standard error ``sd / sqrt(R)`` (sample standard deviation, ``ddof=1``) of
+    ``R`` independent replicates ``values``."""
+    v = np.asarray(values, dtype=float)
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
 
 
-def _within(measured: float, theory: float, se: float, k: float = 3.0) -> bool:
+def within(measured: float, theory: float, se: float, k: float = 3.0) -> bool:
     """``|measured - theory| <= k se`` (plus round-off, 1e-12 relative: some Monte Carlo
-    values are deterministic, e.g. scaled rand-k with k = d/2)."""
+    values are deterministic, e.g. scaled rand-k with k = d/2). With ``k = 3`` a true claim
+    fails with probability about 0.3 % (normal approximation of the mean)."""
     return abs(measured - theory) <= k * se + 1e-12 * max(1.0, abs(theory))
 
 
-def _fmt_interval(iv: Sequence[float]) -> str:
-    return f"[{iv[0]:.3g}, {iv[1]:.3g}]"
-
-
-def _tolerance_verdict(ok: bool, quantity: str, value: float, tolerance: str) -> tuple[str, str]:
+def tolerance_verdict(ok: bool, quantity: str, value: float, tolerance: str) -> tuple[str, str]:
     """``holds`` / ``violated`` for a measured ``quantity`` (``value``) against a stated
     ``tolerance`` (text such as ``"<= 1e-12"``), with the reason sentence."""
     return verdict_of(
@@ -116,7 +97,7 @@ def _tolerance_verdict(ok: bool, quantity: str, value: float, tolerance: str) ->
     )
 
 
-def _rate_exponent_verdict(
+def rate_exponent_verdict(
     interval: Sequence[float], claimed: float, alternatives: Iterable[float] = ()
 ) -> tuple[str, str]:
     """Verdict for the measured exponent of a quantity bounded *above* by a rate with

@@ -19,18 +19,16 @@ import numpy as np
 import sympy as sp
 
 from convkit.bounds.checking import (
-    _final,
-    _fmt_interval,
-    _lib,
-    _mean_se,
-    _row,
-    _stream,
-    _tolerance_verdict,
-    _within,
+    check_row,
+    check_stream,
+    final_values,
+    mean_se,
+    tolerance_verdict,
+    within,
 )
 from convkit.bounds.core import TheoryResult, symbol
-from convkit.bounds.registry import register_check, result
-from convkit.verdicts import exponent_verdict, verdict_of
+from convkit.bounds.registry import get, register_check, result
+from convkit.verdicts import exponent_verdict, interval_text, verdict_of
 
 
 # ============================================================================ results
@@ -140,7 +138,7 @@ def check_top_k(quick: bool) -> list[dict[str, Any]]:
     from convkit.compression import TopK
 
     d, R = 50, 2000
-    res = _lib("compression.top_k")
+    res = get("compression.top_k")
     rows = []
     X = np.concatenate(list(_test_vectors(61, R, d).values()))
     for k in (1, 5, 25):
@@ -149,7 +147,7 @@ def check_top_k(quick: bool) -> list[dict[str, Any]]:
         bound = float(res.evaluate(k=k, d=d))
         bc = check_bound(np.arange(ratio.size), ratio, 0.0, bound)
         rows.append(
-            _row(
+            check_row(
                 "compression.top_k",
                 f"d = {d}, k = {k}, {X.shape[0]} vectors (Gaussian, Cauchy, sparse, equal "
                 "magnitudes): max ||C(x) - x||^2 / ||x||^2",
@@ -171,9 +169,9 @@ def check_top_k(quick: bool) -> list[dict[str, Any]]:
 def _mc_compressor_ratio(comp: Any, x: np.ndarray, R: int, seed: int) -> tuple[float, float]:
     """Mean and SE of ``||C(x) - x||^2 / ||x||^2`` over R independent compressions of x."""
     X = np.broadcast_to(x, (R, x.size)).copy()
-    C = comp.compress(X, _stream(seed, comp.name))
+    C = comp.compress(X, check_stream(seed, comp.name))
     v = np.sum((C - X) ** 2, axis=1) / float(x @ x)
-    return _mean_se(v)
+    return mean_se(v)
 
 
 @register_check("compression.rand_k", ["compression.rand_k", "compression.rand_k_scaled"])
@@ -188,19 +186,19 @@ def check_rand_k(quick: bool) -> list[dict[str, Any]]:
     x = np.random.default_rng(71).standard_normal(d)
     rows = []
     for scaled, name in ((False, "compression.rand_k"), (True, "compression.rand_k_scaled")):
-        res = _lib(name)
+        res = get(name)
         for k in (5, 25):
             m, se = _mc_compressor_ratio(RandK(k=k, scaled=scaled), x, R, 72 + k)
             th = float(res.evaluate(k=k, d=d))
             rows.append(
-                _row(
+                check_row(
                     name,
                     f"{'scaled ' if scaled else ''}rand-k, d = {d}, k = {k}, one Gaussian x, "
                     f"R = {R} compressions: E||C(x) - x||^2 / ||x||^2",
                     m,
                     th,
                     *verdict_of(
-                        _within(m, th, se),
+                        within(m, th, se),
                         f"the Monte Carlo mean is {(m - th) / se if se > 0 else 0.0:.2f} SE "
                         "from the identity (within 3 SE)",
                         f"the Monte Carlo mean is {(m - th) / se if se > 0 else 0.0:.2f} SE "
@@ -224,7 +222,7 @@ def check_qsgd(quick: bool) -> list[dict[str, Any]]:
 
     d = 50
     R = 20000 if quick else 200000
-    res = _lib("compression.qsgd")
+    res = get("compression.qsgd")
     vecs = {
         "Gaussian x": np.random.default_rng(81).standard_normal(d),
         "equal-magnitude x": np.random.default_rng(82).choice([-1.0, 1.0], size=d),
@@ -238,7 +236,7 @@ def check_qsgd(quick: bool) -> list[dict[str, Any]]:
             bc = check_bound([0.0], [m], [se], th, confidence=0.999)
             exact_var = float(np.asarray(comp.exact_variance(x[None, :])).ravel()[0] / (x @ x))
             rows.append(
-                _row(
+                check_row(
                     "compression.qsgd",
                     f"QSGD s = {s}, d = {d}, {label}, R = {R}: E||Q(x) - x||^2 / ||x||^2",
                     m,
@@ -266,7 +264,7 @@ def check_scaled_sign(quick: bool) -> list[dict[str, Any]]:
     from convkit.compression import ScaledSign
 
     d, R = 50, 500
-    res = _lib("compression.scaled_sign")
+    res = get("compression.scaled_sign")
     X = np.concatenate(list(_test_vectors(91, R, d).values()))
     C = ScaledSign().compress(X)
     meas = np.sum((C - X) ** 2, axis=1)
@@ -276,13 +274,13 @@ def check_scaled_sign(quick: bool) -> list[dict[str, Any]]:
     )
     rel = float(np.max(np.abs(meas - th) / np.sum(X * X, axis=1)))
     return [
-        _row(
+        check_row(
             "compression.scaled_sign",
             f"d = {d}, {X.shape[0]} vectors (Gaussian, Cauchy, sparse, equal magnitudes): max "
             "| ||C(x) - x||^2 - formula | / ||x||^2",
             rel,
             0.0,
-            *_tolerance_verdict(
+            *tolerance_verdict(
                 rel <= 1e-12, "the largest relative difference to the formula", rel, "<= 1e-12"
             ),
             "<= 1e-12",
@@ -313,7 +311,7 @@ def check_ef_memory(quick: bool) -> list[dict[str, Any]]:
     comp = TopK(fraction=0.25)
     algos = [ErrorFeedbackSGD(P, Constant(g), comp, name=f"EF{g:g}") for g in gammas]
     res = simulate(prob, algos, steps=n, replicates=R, seed=101, theta0=prob.theta_star, n_record=2)
-    ms = [_mean_se(_final(res, a.label, "memory", "state")) for a in algos]
+    ms = [mean_se(final_values(res, a.label, "memory", "state")) for a in algos]
     m = np.array([x[0] for x in ms])
     se = np.array([x[1] for x in ms])
     fe = fit_exponent(np.array(gammas), m, se, predicted=2.0)
@@ -321,7 +319,7 @@ def check_ef_memory(quick: bool) -> list[dict[str, Any]]:
     delta = comp.delta(d)
     c_implied = m / ((1 - delta) / delta**2 * np.array(gammas) ** 2 * G2)
     return [
-        _row(
+        check_row(
             "ef_sgd.memory",
             f"EF-SGD, P = {P}, top-k (k = d/4), least squares Gaussian d = {d}, h_i = 1/i, "
             f"sigma = 1, gamma in {gammas}, memory after {n} steps, R = {R}: log-log slope in "
@@ -330,7 +328,7 @@ def check_ef_memory(quick: bool) -> list[dict[str, Any]]:
             2.0,
             # O(gamma^2) bounds a memory that vanishes as gamma -> 0: slope >= 2 satisfies it
             *exponent_verdict(fe.interval, 2.0, alternatives=(0.0, 1.0), side="at_least"),
-            f"one-sided exponent rule: the 95 % interval {_fmt_interval(fe.interval)} above 2, "
+            f"one-sided exponent rule: the 95 % interval {interval_text(fe.interval)} above 2, "
             "or containing 2 with half-width <= 0.25 and 0 and 1 outside",
             interval=list(fe.interval),
             chi2_dof=fe.chi2_dof,

@@ -27,13 +27,11 @@ import numpy as np
 import sympy as sp
 
 from convkit.bounds.checking import (
-    _fmt_interval,
-    _lib,
-    _mean_se,
-    _rate_exponent_verdict,
-    _row,
-    _stream,
-    _tolerance_verdict,
+    check_row,
+    check_stream,
+    mean_se,
+    rate_exponent_verdict,
+    tolerance_verdict,
 )
 from convkit.bounds.core import TheoryResult, fit_constants, symbol
 from convkit.bounds.moments import generic_doubly_stochastic
@@ -45,7 +43,7 @@ from convkit.bounds.provenance import (
     derived,
     from_summary,
 )
-from convkit.bounds.registry import register_check, result
+from convkit.bounds.registry import get, register_check, result
 from convkit.verdicts import HOLDS, INCONCLUSIVE, NOT_IDENTIFIABLE, VIOLATED, interval_text
 
 __all__ = ["derive_choco_average_identity", "derive_deepsqueeze_identities"]
@@ -275,7 +273,7 @@ def _rate_study(make: Callable[[Any], Any], quick: bool, seed: int) -> dict[str,
             means.append(math.inf)
             ses.append(math.inf)
         else:
-            m, se = _mean_se(v)
+            m, se = mean_se(v)
             means.append(m)
             ses.append(se)
         gammas.append(g)
@@ -314,7 +312,7 @@ def check_dpsgd_rate(quick: bool) -> list[dict[str, Any]]:
     if not np.all(np.isfinite(st["mean"])):
         bad = [int(T) for T, m in zip(st["T"], st["mean"]) if not np.isfinite(m)]
         return [
-            _row(
+            check_row(
                 name,
                 _dec_setting("D-PSGD"),
                 "diverged",
@@ -325,20 +323,20 @@ def check_dpsgd_rate(quick: bool) -> list[dict[str, Any]]:
         ]
     fe = fit_exponent(st["T"], st["mean"], st["se"], predicted=-0.5)
     fit = fit_constants(
-        _lib(name),
+        get(name),
         {"T": st["T"]},
         st["mean"],
         se=st["se"],
         fixed={"n": N_NODES, "sigma": 1.0, "zeta": 0.0},
     )
     return [
-        _row(
+        check_row(
             name,
             _dec_setting("D-PSGD") + f", R = {st['R']}: log-log slope in T",
             fe.slope,
             -0.5,
-            *_rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,)),
-            f"exponent rule: -1/2 inside the 95 % interval {_fmt_interval(fe.interval)} (or the "
+            *rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,)),
+            f"exponent rule: -1/2 inside the 95 % interval {interval_text(fe.interval)} (or the "
             "interval below it: faster decay), half-width <= 0.25, -1 outside",
             interval=list(fe.interval),
             chi2_dof=fe.chi2_dof,
@@ -374,7 +372,7 @@ def _ds_ms_limit(quick: bool, guess: float) -> dict[str, Any]:
     topo = ring(N_NODES)
     P, d = N_NODES, D_DEC
     rng = np.random.default_rng(31)
-    stream = _stream(31, "deepsqueeze_ms")
+    stream = check_stream(31, "deepsqueeze_ms")
     n_steps = 150 if quick else 400
     R = 64 if quick else 128
 
@@ -411,7 +409,7 @@ def _deepsqueeze_study(quick: bool) -> dict[str, Any]:
     if np.all(np.isfinite(st["mean"])):
         out["fe"] = fit_exponent(st["T"], st["mean"], st["se"], predicted=-0.5)
         out["fit"] = fit_constants(
-            _lib("deepsqueeze.rate"), {"T": st["T"]}, st["mean"], se=st["se"], fixed={"n": N_NODES}
+            get("deepsqueeze.rate"), {"T": st["T"]}, st["mean"], se=st["se"], fixed={"n": N_NODES}
         )
     return out
 
@@ -439,7 +437,7 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
     if "fit" not in s:
         bad = [int(T) for T, m in zip(st["T"], st["mean"]) if not np.isfinite(m)]
         return [
-            _row(
+            check_row(
                 "deepsqueeze.rate",
                 setting,
                 f"diverged at T = {bad}",
@@ -447,7 +445,7 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
                 INCONCLUSIVE,
                 f"the runs diverged at T = {bad}: no rate can be measured",
             ),
-            _row(
+            check_row(
                 "deepsqueeze.step_limit",
                 setting,
                 "no C_2 (rate diverged)",
@@ -460,7 +458,7 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
     C2, c = fit.values["C_2"], fit.values["c"]
     fits = fit.rms_log_residual <= 2.0
     rows = [
-        _row(
+        check_row(
             "deepsqueeze.rate",
             setting + ": fitted c/sqrt(nT) + C_2/T",
             f"C_2 = {C2:.3g}, c = {c:.3g}, rms resid = {fit.rms_log_residual:.2f} SE",
@@ -481,19 +479,19 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
             mean=st["mean"],
             se=st["se"],
         ),
-        _row(
+        check_row(
             "deepsqueeze.rate",
             setting + ": log-log slope in T",
             fe.slope,
             -0.5,
-            *_rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,)),
-            f"exponent rule: -1/2 inside the 95 % interval {_fmt_interval(fe.interval)} (or the "
+            *rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,)),
+            f"exponent rule: -1/2 inside the 95 % interval {interval_text(fe.interval)} (or the "
             "interval below it: faster decay), half-width <= 0.25, -1 outside",
             interval=list(fe.interval),
             chi2_dof=fe.chi2_dof,
         ),
     ]
-    lim = _lib("deepsqueeze.step_limit")
+    lim = get("deepsqueeze.step_limit")
     bound = float(lim.evaluate(L=st["L"], C_2=C2))
     # the bound with C_2 moved by 2 standard errors of log C_2 either way
     k = 2.0 * fit.log_se["C_2"]
@@ -527,7 +525,7 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
         meas, verdict, det = str(exc)[:60], INCONCLUSIVE, {}
         reason = f"the bisection did not bracket the mean-square limit: {exc}"[:200]
     rows.append(
-        _row(
+        check_row(
             "deepsqueeze.step_limit",
             setting.split(", R =")[0] + ": measured largest mean-square stable gamma (noise-free, "
             "Monte Carlo bisection) vs 1/(3 L sqrt(C_2)) with the fitted C_2",
@@ -605,15 +603,15 @@ def _choco_rate_rows(quick: bool, iterate: str, what: str) -> list[dict[str, Any
     st = _choco_rate_study(quick)
     Ts, a = st["Ts"], st["a"]
     mean, se = st["curves"][iterate]
-    lead = float(_lib(name).leading_exponent("T"))
+    lead = float(get(name).leading_exponent("T"))
     rows = []
     for x, label in ((np.array(Ts, float), "in T"), (np.array(Ts, float) + a, f"in T + {a:g}")):
         fe = fit_exponent(x, mean, se, predicted=lead)
-        verdict, reason = _rate_exponent_verdict(fe.interval, lead, alternatives=(-0.5, -2.0))
+        verdict, reason = rate_exponent_verdict(fe.interval, lead, alternatives=(-0.5, -2.0))
         if verdict == VIOLATED:
             reason += f" for T <= {Ts[-1]}"
         rows.append(
-            _row(
+            check_row(
                 name,
                 f"{st['setting']}: log-log slope of the excess risk of {what} {label}",
                 fe.slope,
@@ -621,7 +619,7 @@ def _choco_rate_rows(quick: bool, iterate: str, what: str) -> list[dict[str, Any
                 verdict,
                 reason,
                 f"exponent rule: {lead:g} inside the 95 % interval "
-                f"{_fmt_interval(fe.interval)} (or the interval below it: faster decay), "
+                f"{interval_text(fe.interval)} (or the interval below it: faster decay), "
                 "half-width <= 0.25, -1/2 and -2 outside",
                 interval=list(fe.interval),
                 chi2_dof=fe.chi2_dof,
@@ -698,14 +696,14 @@ def _average_dynamics_rows(name: str, make: Callable[[Any, Any], Any], label: st
             scale = max(1.0, float(np.max(np.abs(algo.models(state)))))
             worst = max(worst, float(np.max(np.abs(lhs - rhs))) / scale)
         rows.append(
-            _row(
+            check_row(
                 name,
                 f"{label} with {comp.name}, ring of {N_NODES}, least squares d = {D_DEC}, "
                 f"gamma = {gamma}, 30 steps, R = 4: max |mean(X_t+1) - (mean(X_t) - gamma "
                 "mean(G_t))|",
                 worst,
                 0.0,
-                *_tolerance_verdict(
+                *tolerance_verdict(
                     worst <= 1e-12,
                     "the largest deviation of the node average from the SGD step",
                     worst,

@@ -28,12 +28,19 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from convkit.bounds.checking import _final, _fmt_interval, _row, _tolerance_verdict, _within
+from convkit.bounds.checking import check_row, final_values, tolerance_verdict, within
 from convkit.bounds.core import TheoryResult, symbol
 from convkit.bounds.moments import expect_polynomial
 from convkit.bounds.provenance import PATEL, derived
 from convkit.bounds.registry import register_check, result
-from convkit.verdicts import HOLDS, INCONCLUSIVE, NOT_IDENTIFIABLE, exponent_verdict, verdict_of
+from convkit.verdicts import (
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_IDENTIFIABLE,
+    exponent_verdict,
+    interval_text,
+    verdict_of,
+)
 
 __all__ = ["derive_additive_noise_invariance"]
 
@@ -265,18 +272,18 @@ def check_additive_invariance(quick: bool) -> list[dict[str, Any]]:
             res = simulate(prob, algos, steps=n, replicates=R, seed=5, theta0=theta0, n_record=4)
             worst = 0.0
             for it in ("avg", "last"):
-                ref = _final(res, "MBA", "hnorm2", it)
+                ref = final_values(res, "MBA", "hnorm2", it)
                 for lab in ("Local8", "OSA"):
-                    v = _final(res, lab, "hnorm2", it)
+                    v = final_values(res, lab, "hnorm2", it)
                     worst = max(worst, float(np.max(np.abs(v - ref) / np.abs(ref))))
             rows.append(
-                _row(
+                check_row(
                     name,
                     text + f", Monte Carlo with common random numbers, R = {R}: max relative "
                     "per-replicate difference of the final errors to MBA (avg and last)",
                     worst,
                     0.0,
-                    *_tolerance_verdict(
+                    *tolerance_verdict(
                         worst <= 1e-10,
                         "the largest relative per-replicate difference to MBA",
                         worst,
@@ -291,12 +298,12 @@ def check_additive_invariance(quick: bool) -> list[dict[str, Any]]:
                 for it in ("avg", "last")
             )
             rows.append(
-                _row(
+                check_row(
                     name,
                     text + ", exact engine: max |err(schedule)/err(MBA) - 1| (avg and last)",
                     rel,
                     0.0,
-                    *_tolerance_verdict(
+                    *tolerance_verdict(
                         rel <= 1e-12,
                         "the largest relative difference of the exact errors to MBA's",
                         rel,
@@ -308,7 +315,7 @@ def check_additive_invariance(quick: bool) -> list[dict[str, Any]]:
         else:
             r = e[("OSA", "avg")] / e[("MBA", "avg")]
             rows.append(
-                _row(
+                check_row(
                     name,
                     text + ", exact engine: err(OSA)/err(MBA) (contrast: multiplicative noise)",
                     r,
@@ -366,9 +373,9 @@ def check_osa_mba_ratio(quick: bool) -> list[dict[str, Any]]:
         verdict, reason = verdict_of(
             dec,
             f"ratio - 1 decreases along T with log-log slope {fe.slope:.3g}, interval "
-            f"{_fmt_interval(fe.interval)} below 0",
+            f"{interval_text(fe.interval)} below 0",
             f"ratio - 1 does not decrease significantly along T (log-log slope {fe.slope:.3g}, "
-            f"interval {_fmt_interval(fe.interval)})",
+            f"interval {interval_text(fe.interval)})",
         )
         slope, iv = fe.slope, list(fe.interval)
     else:
@@ -381,7 +388,7 @@ def check_osa_mba_ratio(quick: bool) -> list[dict[str, Any]]:
         )
         slope, iv = float("nan"), None
     rows = [
-        _row(
+        check_row(
             name,
             setting + f", T = {Ts[0]:.0e} ... {Ts[-1]:.0e}: ratio at the largest T",
             float(ratios_a[-1]),
@@ -399,17 +406,19 @@ def check_osa_mba_ratio(quick: bool) -> list[dict[str, Any]]:
     T = 10**4
     R = 300 if quick else 2000
     res = simulate(prob, algos, gradients=T, replicates=R, seed=13, theta0=theta0, n_record=2)
-    r, se = paired_ratio(_final(res, "OSA", "hnorm2", "avg"), _final(res, "MBA", "hnorm2", "avg"))
+    r, se = paired_ratio(
+        final_values(res, "OSA", "hnorm2", "avg"), final_values(res, "MBA", "hnorm2", "avg")
+    )
     r, se = float(r), float(se)
     rows.append(
-        _row(
+        check_row(
             name,
             setting.replace("exact engine", f"Monte Carlo R = {R}") + f", T = {T:.0e}: paired "
             "ratio vs the exact engine's",
             r,
             float(ratios_a[1]),
             *verdict_of(
-                _within(r, float(ratios_a[1]), se),
+                within(r, float(ratios_a[1]), se),
                 f"the Monte Carlo paired ratio is {(r - float(ratios_a[1])) / se:.2f} SE from "
                 "the exact engine's (within 3 SE)",
                 f"the Monte Carlo paired ratio is {(r - float(ratios_a[1])) / se:.2f} SE from "
@@ -473,7 +482,7 @@ def _exp_row(
             phrase = "boundary: N* = n everywhere (only MBA matches MBA)"
         else:
             phrase = "fewer than 3 points with 1 < N* < n: no exponent can be fitted"
-        return _row(
+        return check_row(
             name,
             setting,
             f"N* = {Ns}",
@@ -483,13 +492,13 @@ def _exp_row(
             "needs >= 3 interior points",
         )
     alts = ", ".join(f"{a:g}" for a in alternatives)
-    return _row(
+    return check_row(
         name,
         setting,
         fe.slope,
         predicted,
         *exponent_verdict(fe.interval, predicted, alternatives),
-        f"exponent rule: {predicted:g} inside the 95 % interval {_fmt_interval(fe.interval)}, "
+        f"exponent rule: {predicted:g} inside the 95 % interval {interval_text(fe.interval)}, "
         f"half-width <= 0.25, the alternatives {alts} outside",
         interval=list(fe.interval),
         n_points=fe.n_points,

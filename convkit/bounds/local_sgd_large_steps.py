@@ -84,12 +84,12 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from convkit.bounds.checking import _fmt_interval, _row
+from convkit.bounds.checking import check_row
 from convkit.bounds.core import TheoryResult, symbol
 from convkit.bounds.provenance import derived
 from convkit.bounds.registry import register_check, result
 from convkit.validation import check_real
-from convkit.verdicts import INCONCLUSIVE, NOT_IDENTIFIABLE, exponent_verdict
+from convkit.verdicts import INCONCLUSIVE, NOT_IDENTIFIABLE, exponent_verdict, interval_text
 
 __all__ = ["derive_large_step_model", "model_exponents"]
 
@@ -288,7 +288,7 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     else:
         v, why, slope, iv = NOT_IDENTIFIABLE, "ratio - 1 not positive at every T", math.nan, []
     rows.append(
-        _row(
+        check_row(
             "local_sgd_large_steps.osa_mba_excess",
             f"{setting}, P = 4, T = {Ts[0]:.0e} ... {Ts[-1]:.0e}: log-log slope of "
             "err(OSA)/err(MBA) - 1 in T",
@@ -317,7 +317,7 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     else:
         v, why, slope, iv = NOT_IDENTIFIABLE, "ratio - 1 not positive at every P", math.nan, []
     rows.append(
-        _row(
+        check_row(
             "local_sgd_large_steps.osa_mba_excess",
             f"{setting}, T = {TP:.0e}, P = 2, 4, 8: log-log slope of err(OSA)/err(MBA) - 1 in P",
             slope,
@@ -345,13 +345,13 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
             "excluded), no exponent"
         )
     rows.append(
-        _row(
+        check_row(
             "local_sgd_large_steps.rounds_needed",
             f"{setting}, P = 4, eps = {eps}: log-log slope of N* (evenly spaced rounds) in T",
             slope,
             me["nstar_T"],
             v,
-            why + (f" (interval {_fmt_interval(iv)})" if iv else ""),
+            why + (f" (interval {interval_text(iv)})" if iv else ""),
             nstar=[math.nan if x is None else round(x, 1) for x in nst],
             capped=[x is None for x in nst],
             T=Ts,

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from convkit.bounds.checking import _lib, _row, _tolerance_verdict
+from convkit.bounds.checking import check_row, tolerance_verdict
 from convkit.bounds.core import TheoryResult, symbol
 from convkit.bounds.moments import generic_doubly_stochastic
 from convkit.bounds.provenance import derived
-from convkit.bounds.registry import register_check, result
+from convkit.bounds.registry import get, register_check, result
 from convkit.verdicts import verdict_of
 
 __all__ = ["derive_w_eta_gap_condition", "derive_w_eta_spectrum"]
@@ -102,7 +102,7 @@ def check_w_eta_eigenvalues(quick: bool) -> list[dict[str, Any]]:
     a 3 x 4 torus, eta in {0.1, 0.5, 1}; max absolute difference <= 1e-12."""
     from convkit.topology import ring, torus
 
-    res = _lib("w_eta.eigenvalues")
+    res = get("w_eta.eigenvalues")
     rows = []
     for topo in (ring(8), ring(9), torus(3, 4)):
         lam = np.sort(np.linalg.eigvalsh(topo.W_at(0)))
@@ -112,12 +112,12 @@ def check_w_eta_eigenvalues(quick: bool) -> list[dict[str, Any]]:
             th = np.sort(np.asarray(res.evaluate(eta=eta, lambda_i=lam), dtype=float))
             worst = max(worst, float(np.max(np.abs(num - th))))
         rows.append(
-            _row(
+            check_row(
                 "w_eta.eigenvalues",
                 f"{topo.name}, eta in {{0.1, 0.5, 1}}: max |eig(W_eta) - (1 - eta(1 - lambda))|",
                 worst,
                 0.0,
-                *_tolerance_verdict(
+                *tolerance_verdict(
                     worst <= 1e-12,
                     "the largest difference of the numerical eigenvalues to the derived ones",
                     worst,
@@ -139,7 +139,7 @@ def check_w_eta_gap(quick: bool) -> list[dict[str, Any]]:
     eta (1 - lambda_2) on all of (0, 1]."""
     from convkit.topology import from_matrix, ring
 
-    res = _lib("w_eta.gap_condition")
+    res = get("w_eta.gap_condition")
     n = 8
     W = 0.5 * (np.roll(np.eye(n), 1, axis=1) + np.roll(np.eye(n), -1, axis=1))
     rows = []
@@ -173,7 +173,7 @@ def check_w_eta_gap(quick: bool) -> list[dict[str, Any]]:
                 mid = 0.5 * (lo + hi)
                 lo, hi = (mid, hi) if pred(mid) else (lo, mid)
             meas = lo
-            verdict, reason = _tolerance_verdict(
+            verdict, reason = tolerance_verdict(
                 abs(lo / theory - 1) <= 1e-8,
                 "the relative difference of the located eta to the derived eta_max",
                 abs(lo / theory - 1),
@@ -181,7 +181,7 @@ def check_w_eta_gap(quick: bool) -> list[dict[str, Any]]:
             )
             margin = "relative difference <= 1e-8"
         rows.append(
-            _row(
+            check_row(
                 "w_eta.gap_condition",
                 f"{topo.name}: lambda_2 = {l2:.4f}, lambda_n = {ln:.4f}; largest eta with "
                 "gap(W_eta) = eta (1 - lambda_2)",

@@ -12,9 +12,17 @@ package imports them all):
   :data:`COVERS`); :func:`run_checks` runs a selection (:func:`select`) and turns a crash into
   rows with verdict ``crashed``.
 
-Registering a name twice raises ``ValueError``. Every row of a check carries a ``verdict`` from
-:data:`convkit.verdicts.VERDICTS` and a one-sentence ``reason`` (checked by
-:func:`_validate_row`; a row that breaks the rules makes its check a crash).
+**Registering a name again.** A name registered again by the *same definition* (the same
+module and qualified name: a notebook cell run a second time, a module reloaded) replaces the
+earlier entry in place (its position in the order is kept, and :func:`get` forgets the result
+it had built). A name registered by a different definition (another module, or another
+function of the same module) raises ``ValueError`` naming both, so that two modules cannot
+claim one name by accident; ``replace=True`` replaces on purpose.
+
+Every row of a check carries a ``verdict`` from :data:`convkit.verdicts.VERDICTS` and a
+one-sentence ``reason`` (checked by :func:`convkit.verdicts.validate_row`, the one validator
+of rows; a row that breaks the rules makes its check a crash). Rows are built with
+:func:`convkit.verdicts.check_row`.
 """
 
 from __future__ import annotations
@@ -27,12 +35,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from convkit.bounds.core import TheoryResult
-from convkit.verdicts import CRASHED, VERDICTS
+from convkit.verdicts import CRASHED, ROW_KEYS, validate_row
 
 __all__ = [
     "CHECKS",
     "COVERS",
     "LIBRARY",
+    "ROW_KEYS",
     "CheckFn",
     "all_results",
     "covered_results",
@@ -54,18 +63,39 @@ CHECKS: dict[str, CheckFn] = {}
 #: check name -> library results it covers
 COVERS: dict[str, tuple[str, ...]] = {}
 
-#: keys every check row must have
-ROW_KEYS = ("result", "setting", "measured", "theoretical", "verdict", "reason")
+
+def _definition(func: Callable[..., Any]) -> str:
+    """``module.qualname`` of a registered function: what tells a re-run of the same
+    definition (a notebook cell, a reloaded module) from another definition."""
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def _may_register(
+    kind: str, name: str, old: Callable[..., Any] | None, new: Callable[..., Any], replace: bool
+) -> None:
+    """Raise ``ValueError`` if ``name`` is taken by another definition than ``new`` (module
+    docstring: the same definition, or ``replace=True``, replaces)."""
+    if old is None or replace or _definition(old) == _definition(new):
+        return
+    raise ValueError(
+        f"{kind} {name!r} registered twice: by {_definition(old)} and by {_definition(new)} "
+        f"(re-running the same definition replaces it; pass replace=True to replace it from "
+        f"another one)"
+    )
 
 
 # ============================================================================ results
-def result(name: str) -> Callable[[Factory], Factory]:
+def result(name: str, replace: bool = False) -> Callable[[Factory], Factory]:
     """Decorator: register the zero-argument factory ``func`` as the result ``name`` of
-    :data:`LIBRARY` (the factory must build a result of that name; :func:`get` checks)."""
+    :data:`LIBRARY` (the factory must build a result of that name; :func:`get` checks).
+
+    ``name`` taken by another definition raises ``ValueError`` unless ``replace``; the same
+    definition registered again (a notebook cell run twice) replaces it (module docstring)."""
 
     def deco(func: Factory) -> Factory:
+        _may_register("result", name, LIBRARY.get(name), func, replace)
         if name in LIBRARY:
-            raise ValueError(f"result {name!r} registered twice")
+            get.cache_clear()  # the cached result may be the replaced factory's
         LIBRARY[name] = func
         return func
 
@@ -96,13 +126,23 @@ def all_results() -> list[TheoryResult]:
 
 
 # ============================================================================ checks
-def register_check(name: str, covers: Sequence[str]) -> Callable[[CheckFn], CheckFn]:
+def register_check(
+    name: str, covers: Sequence[str], replace: bool = False
+) -> Callable[[CheckFn], CheckFn]:
     """Decorator: add ``func`` to :data:`CHECKS` under ``name``, covering the library results
-    ``covers``."""
+    ``covers`` (a non-empty list of names; each row of the check has one of them as its
+    ``result``).
+
+    ``name`` taken by another definition raises ``ValueError`` unless ``replace``; the same
+    definition registered again (a notebook cell run twice) replaces it (module docstring)."""
+    if isinstance(covers, str) or not covers:
+        raise ValueError(
+            f"register_check({name!r}): covers must be a non-empty list of result names, "
+            f"got {covers!r}"
+        )
 
     def deco(func: CheckFn) -> CheckFn:
-        if name in CHECKS:
-            raise ValueError(f"check {name!r} registered twice")
+        _may_register("check", name, CHECKS.get(name), func, replace)
         CHECKS[name] = func
         COVERS[name] = tuple(covers)
         return func
@@ -182,16 +222,6 @@ def run_checks(
 
 
 def _validate_row(check: str, row: dict[str, Any]) -> None:
-    """A row has every key of :data:`ROW_KEYS`, a result its check covers, a verdict of the
-    vocabulary (:data:`convkit.verdicts.VERDICTS`) and a string reason."""
-    missing = [k for k in ROW_KEYS if k not in row]
-    if missing:
-        raise KeyError(f"check {check}: row lacks keys {missing}")
-    if row["result"] not in COVERS[check]:
-        raise ValueError(f"check {check}: row result {row['result']!r} not in its covers")
-    if row["verdict"] not in VERDICTS:
-        raise ValueError(
-            f"check {check}: verdict {row['verdict']!r} is not one of {list(VERDICTS)}"
-        )
-    if not isinstance(row["reason"], str):
-        raise TypeError(f"check {check}: reason must be a string, got {row['reason']!r}")
+    """A row of ``check`` is valid (:func:`convkit.verdicts.validate_row`) and its result is
+    one the check covers."""
+    validate_row(row, where=f"check {check}", covers=COVERS[check])

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from convkit.bounds.checking import _final, _lib, _mean_se, _row, _tolerance_verdict, _within
+from convkit.bounds.checking import check_row, final_values, mean_se, tolerance_verdict, within
 from convkit.bounds.core import TheoryResult, symbol
 from convkit.bounds.moments import derive_second_moment_recursion, second_moment_step_numeric
 from convkit.bounds.provenance import derived
-from convkit.bounds.registry import register_check, result
+from convkit.bounds.registry import get, register_check, result
 from convkit.verdicts import verdict_of
 
 __all__ = [
@@ -437,20 +437,20 @@ def _stability_rows(
 ) -> list[dict[str, Any]]:
     from convkit.exact import stability_limit as exact_limit
 
-    res = _lib(name)
+    res = get(name)
     rows = []
     for i, (text, h, b, params) in enumerate(settings):
         theory = float(res.evaluate(**params))
         exact = exact_limit(h, batch=b, design=design)
         rel = abs(exact / theory - 1.0)
-        verdict, reason = _tolerance_verdict(
+        verdict, reason = tolerance_verdict(
             rel <= 1e-6,
             "the relative difference of the exact limit to the derived one",
             rel,
             "<= 1e-6",
         )
         rows.append(
-            _row(
+            check_row(
                 name,
                 f"{text}, b = {b}: exact engine (spectral radius of the moment map)",
                 exact,
@@ -465,14 +465,14 @@ def _stability_rows(
             mc = _mc_ms_limit(h, b, design, theory, quick, seed=1000 + i)
             margin = 0.05 if quick else 0.03
             rel_mc = abs(mc["estimate"] / theory - 1.0)
-            verdict, reason = _tolerance_verdict(
+            verdict, reason = tolerance_verdict(
                 rel_mc <= margin,
                 "the relative difference of the Monte Carlo limit to the derived one",
                 rel_mc,
                 f"<= {margin:g}",
             )
             rows.append(
-                _row(
+                check_row(
                     name,
                     f"{text}, b = {b}: Monte Carlo bisection on the resampled mean-square "
                     "growth rate",
@@ -549,12 +549,12 @@ def _stationary_rows(name: str, design: str, quick: bool) -> list[dict[str, Any]
     d, sigma, frac = 4, 1.0, 0.5
     prob = LeastSquares(1.0 / np.arange(1, d + 1), noise=sigma, design=design)
     gamma = frac * exact_limit(prob, batch=1)
-    theory = float(_lib(name).evaluate(h=prob.h, b=1, gamma=gamma, sigma=sigma))
+    theory = float(get(name).evaluate(h=prob.h, b=1, gamma=gamma, sigma=sigma))
     n = 400
     R = 4000 if quick else 20000
     algo = MBA(1, Constant(gamma), name="SGD")
     res = simulate(prob, algo, steps=n, replicates=R, seed=7, theta0=prob.theta_star, n_record=5)
-    m, se = _mean_se(_final(res, "SGD", "hnorm2", "last"))
+    m, se = mean_se(final_values(res, "SGD", "hnorm2", "last"))
     ex = expected_error(prob, algo, steps=n, theta0=prob.theta_star, n_record=5)
     exact_n = float(ex.curve("SGD", "hnorm2", "last")["mean"].iloc[-1])
     setting = (
@@ -564,13 +564,13 @@ def _stationary_rows(name: str, design: str, quick: bool) -> list[dict[str, Any]
     z = (m - theory) / se
     rel = abs(exact_n / theory - 1)
     return [
-        _row(
+        check_row(
             name,
             setting + f", Monte Carlo R = {R}",
             m,
             theory,
             *verdict_of(
-                _within(m, theory, se),
+                within(m, theory, se),
                 f"the Monte Carlo mean is {z:.2f} SE from the derived value (within 3 SE)",
                 f"the Monte Carlo mean is {z:.2f} SE from the derived value (more than 3 SE)",
             ),
@@ -578,12 +578,12 @@ def _stationary_rows(name: str, design: str, quick: bool) -> list[dict[str, Any]
             se=se,
             z=(m - theory) / se,
         ),
-        _row(
+        check_row(
             name,
             setting + ", exact engine",
             exact_n,
             theory,
-            *_tolerance_verdict(
+            *tolerance_verdict(
                 rel <= 1e-6,
                 "the relative difference of the exact engine to the derived value",
                 rel,

@@ -21,7 +21,7 @@ from typing import Any
 from convkit_theory import escape
 
 from convkit.plotting import plain
-from convkit.verdicts import VERDICTS
+from convkit.verdicts import VERDICTS, validate_row
 
 _NUMPY_REPR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
 COLUMNS = ("result", "setting", "measured", "theoretical", "verdict", "reason")
@@ -98,11 +98,7 @@ def write_gallery(outdir: Path, figures_dir: Path, analyses_dir: Path) -> list[P
     for name in names:
         rows = checks[name]
         for row in rows:
-            if row.get("verdict") not in VERDICTS:
-                raise ValueError(
-                    f"figures/checks.json: {name}: verdict {row.get('verdict')!r} is not one "
-                    f"of {list(VERDICTS)}"
-                )
+            validate_row(row, where=f"figures/checks.json: {name}")
         title = analysis_title(analyses_dir, name)
         lines = _heading(name)
         if title:
