@@ -18,7 +18,7 @@ Direct formulas (replicate r counts at record step k when it had not diverged by
 Which rows are infinite follows from the definitions (a single pair; a baseline whose values
 sum to exactly 0), never from a rounded value: when a and b are identical (or nearly), Var(r)
 is 0 (or nearly) and the quadratic form rounds to either side of 0 depending on the BLAS's
-summation order (its AVX512 kernels gave -1e-35, a NaN square root), so ``ratio_se`` is checked
+summation order (its AVX512 kernels gave -6e-36, a NaN square root), so ``ratio_se`` is checked
 as a variance.
 """
 
