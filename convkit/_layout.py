@@ -45,6 +45,8 @@ def _layout(
     with np.errstate(all="ignore"):
         state = algo.init(start, be.stream(0, "layout probe"))
         names = list(algo.extra_metrics(state, problem))
+    # the problem's node metrics (Problem.node_metrics) follow the algorithm's
+    names += list(getattr(problem, "node_metrics", ()))
     extra = [("state", name) for name in names]
     iterates = list(ITERATES) + (list(WEIGHTED_ITERATES) if weighted else [])
     iterates += ["state"] if extra else []

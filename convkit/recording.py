@@ -196,8 +196,8 @@ def record_at(
     problem, algo, state, m, sums, tails, k, tail_start, wsums=None, rows=slice(None)
 ) -> dict[tuple[str, str], Any]:
     """The metrics of every recorded iterate at local step ``k`` (worker mean ``m``, running
-    sums, tail sums from ``tail_start``, weighted sums) and the algorithm's extra metrics,
-    keyed ``(iterate, metric)``."""
+    sums, tail sums from ``tail_start``, weighted sums), the algorithm's extra metrics and the
+    problem's node metrics (of the nodes' models), keyed ``(iterate, metric)``."""
     out: dict[tuple[str, str], Any] = {}
     estimates = {"avg": sums / k, "last": m}
     if k >= tail_start:
@@ -210,6 +210,9 @@ def record_at(
             out[(it, metric)] = v
     for name, v in algo.extra_metrics(state, problem).items():
         out[("state", name)] = v
+    if getattr(problem, "node_metrics", ()):  # the mean error of the nodes' own models
+        for name, v in problem.node_errors(algo.models(state)).items():
+            out[("state", name)] = v
     return out
 
 

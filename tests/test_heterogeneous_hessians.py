@@ -169,3 +169,27 @@ def test_explicit_node_spectra():
     assert p.delta == pytest.approx(1.0) and p.L == 3.0 and p.mu == pytest.approx(0.3)
     g = p.worker_grads(p.theta_star)
     assert np.mean(np.sum(g * g, axis=1)) == pytest.approx(0.7, rel=1e-12)
+
+
+def test_simulate_reports_average_and_node_errors():
+    """simulate records, next to the error of the nodes' average, the mean error of the nodes'
+    own models (iterate "state"): equal right after a round (every node holds the average),
+    larger in between by the nodes' spread (parallel-axis identity, to rounding)."""
+    p = HeterogeneousLeastSquares(6, 4, 5.0, spectrum="1/i", noise=0.5, seed=3,
+                                  hessian_dissimilarity=0.3)  # fmt: skip
+    algos = [ck.LocalSGD(4, ck.Constant(0.1), comm="every:4", name="local"),
+             ck.algorithms.SCAFFOLD(4, ck.Constant(0.1), comm="every:4", name="scaffold")]
+    res = ck.simulate(p, algos, steps=40, replicates=50, seed=1, record=[6, 8], n_record=2,
+                      progress=False)  # fmt: skip
+    for lab in ("local", "scaffold"):
+        cv = res.values[lab]
+        steps = np.asarray(cv.steps).tolist()
+        last, st = cv.iterates.index("last"), cv.iterates.index("state")
+        avg_err = cv.values[:, last, cv.metrics.index("excess_risk")]
+        node_err = cv.values[:, st, cv.metrics.index("node_excess_risk")]
+        at8, at6 = steps.index(8), steps.index(6)
+        np.testing.assert_allclose(node_err[at8], avg_err[at8], rtol=1e-12)  # after a round
+        assert np.all(node_err[at6] > avg_err[at6])  # between rounds the nodes disagree
+        f = res.frame
+        rows = f[(f.config == lab) & (f.iterate == "state") & (f.metric == "node_excess_risk")]
+        assert len(rows) == len(steps)

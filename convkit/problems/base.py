@@ -11,7 +11,10 @@ A problem is a stochastic objective ``f(theta) = E F(theta; xi)`` that knows its
 * :meth:`Problem.errors`: error metrics of parameters of shape ``(..., d)``:
   ``excess_risk`` (``f(theta) - f*``), ``hnorm2`` (``||theta - theta*||_{H*}^2`` with
   ``H*`` the Hessian at the optimum, the Mahalanobis distance of the Local-SGD paper) and
-  ``dist2`` (``||theta - theta*||^2``).
+  ``dist2`` (``||theta - theta*||^2``);
+* :meth:`Problem.node_errors`: for problems whose nodes hold different data, the mean over
+  nodes of the error of each node's own model (:attr:`Problem.node_metrics` names them; the
+  engine records them under the iterate ``"state"``, next to the error of the nodes' average).
 
 Sampling once and evaluating gradients at several points is what makes common random
 numbers possible: several algorithms are driven by exactly the same batch at every step.
@@ -49,6 +52,8 @@ class Problem(ABC):
     noise: float | None
     #: number of distinct data distributions across workers (1 = iid)
     heterogeneous: bool = False
+    #: names of the metrics :meth:`node_errors` returns, in its order (none by default)
+    node_metrics: tuple[str, ...] = ()
 
     @abstractmethod
     def sample(self, stream: RandomStream, shape: tuple[int, int, int]) -> Any:
@@ -61,6 +66,11 @@ class Problem(ABC):
     @abstractmethod
     def errors(self, theta: Any) -> dict[str, Any]:
         """Error metrics (:data:`METRICS`) of ``theta`` of shape ``(..., d)``, each of shape ``(...)``."""
+
+    def node_errors(self, models: Any) -> dict[str, Any]:
+        """The mean over nodes of the error of each node's model, ``models`` of shape
+        ``(..., P, d)``, named as :attr:`node_metrics` declares, each of shape ``(...)``."""
+        return {}
 
     def sgd_update(self, theta: Any, batch: Any, gamma: float, mean: Any = None) -> Any:
         """In place ``theta -= gamma * stochastic_grad(theta, batch)``; returns ``theta``.

@@ -173,6 +173,7 @@ class HeterogeneousLeastSquares(Problem):
     """
 
     heterogeneous = True
+    node_metrics = NODE_METRICS
 
     def __init__(
         self,
