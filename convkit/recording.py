@@ -66,7 +66,7 @@ def record_steps(
     n_max = n if n_max is None else check_int("n_max", n_max, low=n)
     pts = np.unique(np.round(np.logspace(0, np.log10(n), n_record)).astype(np.int64))
     if extra is not None:
-        ex = np.asarray(list(extra), dtype=np.int64)
+        ex = _integer_steps(extra)
         if ex.size and ex.min() < 1:
             raise ValueError(f"record must list local steps >= 1, got {int(ex.min())}")
         beyond = np.unique(ex[ex > n_max])
@@ -78,6 +78,31 @@ def record_steps(
             )
         pts = np.concatenate([pts, ex[ex <= n]])
     return np.unique(np.concatenate([pts, [n]]))
+
+
+def _integer_steps(extra: Sequence[Any]) -> np.ndarray:
+    """``extra`` (the ``record`` argument) as int64 local steps, refusing what is not an
+    integer (``1.5`` was truncated to step 1): integer-valued floats (``7.0``) are accepted."""
+    raw = np.asarray(list(extra))
+    if raw.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
+        raise TypeError(
+            f"record must list local steps as integers, got {list(extra)[:5]!r} (of "
+            f"dtype {raw.dtype})"
+        )
+    if raw.dtype.kind == "f":
+        bad = ~np.isfinite(raw) | (raw != np.floor(raw))
+        if np.any(bad):
+            raise ValueError(
+                f"record must list local steps as integers, got {raw[bad][:5].tolist()}; "
+                "give whole steps in [1, n]"
+            )
+        if np.any(np.abs(raw) >= 2.0**62):
+            raise ValueError(
+                f"record must list local steps in [1, n], got {raw[np.abs(raw) >= 2.0**62][:5]}"
+            )
+    return raw.astype(np.int64)
 
 
 def starting_point(theta0: Any, d: int) -> np.ndarray:
@@ -152,11 +177,22 @@ class WeightedSums:
     for ``avg``, over the iterates after steps ``1..k``). The vector sums are kept in
     float64 whatever the dtype of ``m`` (as the engine's ``avg``), the weight sums as Python
     floats. ``xp`` is the array namespace of the sums.
+
+    Any finite ``tau >= 0`` works: the weights are kept as ``(j + tau) / 2^e`` with
+    ``2^e`` the largest power of two ``<= max(1, tau)``.  The averages are ratios, so the
+    common factor cancels; dividing by a power of two is exact in binary floating point, so
+    the averages are bit for bit those of the unscaled weights wherever these are finite
+    (``tau < 2``: ``e = 0``, nothing changes at all), while ``(j + tau)^2`` no longer
+    overflows for ``tau`` beyond about ``1e154`` (``wavg2`` was ``inf / inf``).
     """
 
     def __init__(self, xp: Any, shape: tuple[int, ...], tau: float) -> None:
         self.xp = xp
         self.tau = float(tau)
+        if not (np.isfinite(self.tau) and self.tau >= 0):
+            raise ValueError(f"weight_shift (tau) must be a finite number >= 0, got {tau!r}")
+        #: 2^-e, the exact power-of-two scale of the weights (1.0 for tau < 2)
+        self.scale = float(np.ldexp(1.0, -int(np.frexp(max(1.0, self.tau))[1]) + 1))
         self.sums = {p: xp.zeros(shape, dtype=xp.float64) for p in (1, 2)}
         self.weights = {1: 0.0, 2: 0.0}
 
@@ -165,7 +201,7 @@ class WeightedSums:
         xp = self.xp
         if m.dtype != xp.float64:
             m = xp.astype(m, xp.float64)
-        w = j + self.tau
+        w = (j + self.tau) * self.scale
         self.sums[1] += w * m
         self.sums[2] += (w * w) * m
         self.weights[1] += w

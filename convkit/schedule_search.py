@@ -51,7 +51,7 @@ import numpy as np
 
 from .algorithms.local import MBA, LocalSGD
 from .checks import paired_ratio  # the one paired ratio, re-exported
-from .exact.local import LocalSpec, local_curves
+from .exact.local import LocalSpec, local_curves, stability_limit
 from .exact.moments import problem_arrays
 from .problems.base import METRICS, Problem
 from .problems.least_squares import LeastSquares
@@ -171,7 +171,7 @@ def brute_force_rounds(
     Returns
     -------
     tuple
-        ``(positions, error)``.
+        ``(positions, error)``; ``ValueError`` when every set diverges (error ``inf``).
     """
     n = check_int("n (local steps)", n, low=1)
     N = check_int("N (rounds)", N, low=1, high=n)
@@ -180,8 +180,27 @@ def brute_force_rounds(
         raise ValueError(f"brute force over {count} position sets refused (at most 200000)")
     sets = [(*c, n) for c in combinations(range(1, n), N - 1)]
     err = exact_pr_errors(problem, n, workers, step, sets, batch=batch, theta0=theta0)
+    if not np.any(np.isfinite(err)):
+        raise _all_diverged("brute_force_rounds", problem, step, workers, batch, N, n)
     i = int(np.argmin(err))
     return tuple(int(v) for v in sets[i]), float(err[i])
+
+
+def _all_diverged(
+    who: str, problem: LeastSquares, step: StepSize, workers: int, batch: int, N: int, n: int
+) -> ValueError:
+    """The error raised when every candidate schedule's exact error is ``inf``: no position
+    set is better than another, so none is returned (the step is unstable)."""
+    try:
+        limit = f"{stability_limit(problem, batch):.4g}"
+    except Exception:  # noqa: BLE001 - the message must not fail on its hint
+        limit = "see convkit.exact.local.stability_limit"
+    return ValueError(
+        f"{who}: every candidate schedule of {N} rounds over n = {n} steps diverged (exact "
+        f"error inf) with the step {step.describe()}, P = {workers}, batch = {batch}: no "
+        "position set is better than another; allowed: a step below the mean-square "
+        f"stability limit of the problem (one worker, this batch: constant gamma < {limit})"
+    )
 
 
 @dataclass
@@ -332,6 +351,12 @@ def best_rounds_exact(
     Returns
     -------
     BestSchedule
+
+    Raises
+    ------
+    ValueError
+        When every candidate schedule of ``N`` rounds diverges (exact error ``inf``: the step
+        is unstable), rather than returning positions that are no better than any other.
     """
     n = check_int("n (local steps)", n, low=1)
     N = check_int("N (rounds)", N, low=1, high=n)
@@ -360,6 +385,9 @@ def best_rounds_exact(
     ref_err = f(list(refs.values()))
     errors = {k: float(v) for k, v in zip(refs, ref_err, strict=True)}
     power_err = f([PowerRounds(N, p) for p in grid])
+    family = [errors[k] for k in ("even", "quadratic", "geometric")]
+    if not np.any(np.isfinite(np.r_[family, power_err])):
+        raise _all_diverged("best_rounds_exact", problem, step, workers, batch, N, n)
     i = int(np.argmin(power_err))
     best_p, best_pe = grid[i], float(power_err[i])
     # golden section on log p inside the bracket of the grid neighbours
@@ -412,6 +440,8 @@ def best_rounds_exact(
                 history.append(err)
     if err > best_pe:  # the family member itself is better than anything refined
         pos, err = PowerRounds(N, best_p).steps(n), best_pe
+    if not math.isfinite(err):
+        raise _all_diverged("best_rounds_exact", problem, step, workers, batch, N, n)
     errors["best"] = err
     ratios = {k: float(v / err) if err > 0 else float("nan") for k, v in errors.items()}
     return BestSchedule(
