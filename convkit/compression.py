@@ -46,7 +46,10 @@ __all__ = [
     "ScaledSign",
     "StochasticRounding",
     "TopK",
+    "COMPRESSOR_ALIASES",
     "get_compressor",
+    "parse_compressor_spec",
+    "resolve_compressor_kind",
 ]
 
 
@@ -482,30 +485,54 @@ class StochasticRounding(Compressor):
 
 # --------------------------------------------------------------------------- factory
 
+#: The one table of compressor names: one name per class (the name its ``name`` property
+#: starts with).  The sweep's ``{kind = ...}`` tables write these names with ``_`` for ``-``
+#: (``top_k``); both spellings are read everywhere.
 COMPRESSORS: dict[str, type[Compressor]] = {
     "identity": Identity,
     "top-k": TopK,
     "rand-k": RandK,
-    "rand-k-scaled": RandK,
     "qsgd": QSGD,
-    "qsgd-rescaled": QSGD,
     "scaled-sign": ScaledSign,
     "stochastic-rounding": StochasticRounding,
 }
 
-_ALIASES = {
-    "none": "identity",
-    "topk": "top-k",
-    "randk": "rand-k",
-    "randk-scaled": "rand-k-scaled",
-    "scaled-rand-k": "rand-k-scaled",
-    "qsgd-contractive": "qsgd-rescaled",
-    "sign": "scaled-sign",
-    "scaledsign": "scaled-sign",
-    "sr": "stochastic-rounding",
-    "bbit": "stochastic-rounding",
-    "b-bit": "stochastic-rounding",
+#: The other names users may write, resolved through this table only: alias -> (name in
+#: :data:`COMPRESSORS`, the parameters the alias fixes).  ``rand-k-scaled`` is ``rand-k`` with
+#: ``scaled = True`` (the unbiased d/k scaling), ``qsgd-rescaled`` is ``qsgd`` with
+#: ``rescaled = True`` (the contractive form).
+COMPRESSOR_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "none": ("identity", {}),
+    "topk": ("top-k", {}),
+    "randk": ("rand-k", {}),
+    "rand-k-scaled": ("rand-k", {"scaled": True}),
+    "randk-scaled": ("rand-k", {"scaled": True}),
+    "scaled-rand-k": ("rand-k", {"scaled": True}),
+    "qsgd-rescaled": ("qsgd", {"rescaled": True}),
+    "qsgd-contractive": ("qsgd", {"rescaled": True}),
+    "sign": ("scaled-sign", {}),
+    "scaledsign": ("scaled-sign", {}),
+    "sr": ("stochastic-rounding", {}),
+    "bbit": ("stochastic-rounding", {}),
+    "b-bit": ("stochastic-rounding", {}),
 }
+
+#: the parameter the number of a short spec ``name:x`` sets, per compressor
+_SPEC_ARGUMENT = {"top-k": "k", "rand-k": "k", "qsgd": "s", "stochastic-rounding": "bits"}
+
+
+def resolve_compressor_kind(name: Any) -> tuple[str, dict[str, Any]] | None:
+    """``(name in COMPRESSORS, parameters the name fixes)`` of a compressor name or alias
+    (case, spaces and ``_`` for ``-`` ignored), or None for an unknown name."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower().replace("_", "-")
+    if key in COMPRESSORS:
+        return key, {}
+    if key in COMPRESSOR_ALIASES:
+        kind, fixed = COMPRESSOR_ALIASES[key]
+        return kind, dict(fixed)
+    return None
 
 
 def _k_arg(text: str) -> dict[str, Any]:
@@ -522,38 +549,65 @@ def _k_arg(text: str) -> dict[str, Any]:
     return {"k": value}
 
 
+def _compressor_spec_error(spec: Any, detail: str) -> ValueError:
+    """The one message of a malformed compressor spec, whichever front end met it."""
+    return ValueError(
+        f"compressor {spec!r} is invalid ({detail}); known: {sorted(COMPRESSORS)} (aliases "
+        f"{sorted(COMPRESSOR_ALIASES)}), with an argument 'top-k:K', 'top-k:F', 'rand-k:K', "
+        "'rand-k-scaled:K', 'qsgd:S', 'qsgd-rescaled:S', 'stochastic-rounding:B' (K, S, B "
+        "integers, F a fraction in (0, 1])"
+    )
+
+
+def parse_compressor_spec(spec: str) -> dict[str, Any]:
+    """The table ``{"kind": name, parameter: value, ...}`` of a short string spec
+    (``"rand-k-scaled:5"`` -> ``{"kind": "rand-k", "scaled": True, "k": 5}``): the one parser
+    of compressor specs, used by :func:`get_compressor` and by the sweep settings.
+
+    The name resolves through :data:`COMPRESSORS` and :data:`COMPRESSOR_ALIASES`; the number
+    after ``:`` is ``k`` (an integer) or ``fraction`` (a float) for top-k and rand-k, ``s``
+    for QSGD and ``bits`` for stochastic rounding.  A malformed spec raises ``ValueError``
+    naming the value and the known names; values out of range are left to the compressor's
+    own checks.
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"compressor spec must be a string or a Compressor, got {spec!r}")
+    name, sep, arg = spec.strip().partition(":")
+    resolved = resolve_compressor_kind(name)
+    if resolved is None:
+        raise _compressor_spec_error(spec, f"unknown compressor {name.strip().lower()!r}")
+    kind, fixed = resolved
+    table: dict[str, Any] = {"kind": kind, **fixed}
+    arg = arg.strip()
+    if not sep:
+        return table
+    if kind not in _SPEC_ARGUMENT:
+        raise _compressor_spec_error(spec, f"compressor {kind!r} takes no argument")
+    if kind in ("top-k", "rand-k"):
+        table.update(_k_arg(arg))
+    else:
+        value = _k_arg(arg)
+        table[_SPEC_ARGUMENT[kind]] = value.get("k", arg)
+    return table
+
+
 def get_compressor(spec: str | Compressor, **kwargs: Any) -> Compressor:
-    """Build a compressor from a name and keywords, or from a short string spec.
+    """Build a compressor from a name and keywords, or from a short string spec
+    (:func:`parse_compressor_spec`).
 
     ``get_compressor("top-k", k=10)``, ``get_compressor("top-k:0.1")`` (fraction of d),
     ``"top-k:10"`` (absolute k), ``"rand-k:0.1"``, ``"rand-k-scaled:5"``, ``"qsgd:4"``
     (s = 4), ``"qsgd-rescaled:4"``, ``"scaled-sign"``, ``"stochastic-rounding:8"`` (bits),
-    ``"identity"``. Aliases: ``topk, randk, sign, sr, bbit, none``. A :class:`Compressor`
-    is returned unchanged.
+    ``"identity"``; the aliases of :data:`COMPRESSOR_ALIASES` (``topk, randk, sign, sr,
+    bbit, none``, ...). A :class:`Compressor` is returned unchanged.
     """
     if isinstance(spec, Compressor):
         return spec
-    if not isinstance(spec, str):
-        raise TypeError(f"compressor spec must be a string or a Compressor, got {spec!r}")
-    name, _, arg = spec.strip().lower().partition(":")
-    name = _ALIASES.get(name, name)
-    if name not in COMPRESSORS:
-        raise ValueError(
-            f"unknown compressor {spec!r}; known: {sorted(COMPRESSORS)} (aliases "
-            f"{sorted(_ALIASES)})"
-        )
-    params = dict(kwargs)
-    if arg:
-        if name in ("top-k", "rand-k", "rand-k-scaled"):
-            params.update(_k_arg(arg))
-        elif name in ("qsgd", "qsgd-rescaled"):
-            params["s"] = _k_arg(arg).get("k", arg)
-        elif name == "stochastic-rounding":
-            params["bits"] = _k_arg(arg).get("k", arg)
-        else:
-            raise ValueError(f"compressor {name!r} takes no argument, got {spec!r}")
-    if name == "rand-k-scaled":
-        params["scaled"] = True
-    if name == "qsgd-rescaled":
-        params["rescaled"] = True
-    return COMPRESSORS[name](**params)
+    table = parse_compressor_spec(spec)
+    kind = table.pop("kind")
+    for key, value in kwargs.items():
+        if key in table and table[key] != value:
+            raise ValueError(
+                f"compressor {spec!r} sets {key} = {table[key]!r}; got {key} = {value!r}"
+            )
+    return COMPRESSORS[kind](**{**table, **kwargs})

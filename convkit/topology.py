@@ -793,6 +793,11 @@ def get_topology(name: str, *args: Any, **kwargs: Any) -> Topology:
     Names: ``ring, torus, complete, star, path, hypercube, exponential, erdos_renyi,
     random_regular, edgeless, one_peer_exponential`` (hyphens accepted for underscores).
     """
-    key = str(name).replace("-", "_").lower()
+    key = topology_key(name)
     check_in("topology", key, tuple(_CONSTRUCTORS))
     return _CONSTRUCTORS[key](*args, **kwargs)
+
+
+def topology_key(name: Any) -> str:
+    """Constructor name of ``name``: case, spaces and ``-`` for ``_`` ignored (one rule)."""
+    return str(name).strip().replace("-", "_").lower()

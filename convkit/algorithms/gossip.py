@@ -15,6 +15,7 @@ import numpy as np
 from ..backend import Backend, namespace_of, to_numpy
 from ..compression import Compressor, get_compressor
 from ..topology import Topology
+from ..topology_spec import topology_from_spec
 from ..validation import check_int, check_real
 
 __all__ = [
@@ -66,10 +67,12 @@ def consensus_distance(X: Any) -> Any:
 
 
 def _check_topology(topology: Any, workers: int | None) -> Topology:
+    if isinstance(topology, str):
+        topology = topology_from_spec(topology)  # "ring:16": the one topology-spec parser
     if not isinstance(topology, Topology):
         raise TypeError(
-            "topology must be a convkit.topology.Topology (e.g. convkit.topology.ring(16)), "
-            f"got {type(topology).__name__}"
+            "topology must be a convkit.topology.Topology (e.g. convkit.topology.ring(16)) or "
+            f"a spec such as 'ring:16', got {type(topology).__name__}"
         )
     if topology.n < 2:
         raise ValueError(

@@ -71,18 +71,15 @@ def _real(interval: str, test: Callable[[float], bool]) -> Callable[[str], float
 
 
 def _comm(text: str) -> str:
-    """Argparse type: a communication spec accepted by :func:`convkit.schedules.comm_from_spec`."""
-    from convkit.schedules import COMM_SPEC_FORMS, comm_from_spec
+    """Argparse type: a communication spec, read by the one parser of such specs
+    (:func:`convkit.schedules.comm_from_spec`, as ``LocalSGD`` and the sweeps read it); its
+    message is the library's, unchanged."""
+    from convkit.schedules import comm_from_spec
 
     try:
         comm_from_spec(text)
     except (TypeError, ValueError) as exc:
-        detail = str(exc)
-        if detail.startswith("comm must be"):
-            detail = "not a communication schedule"
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is invalid ({detail}); allowed: {COMM_SPEC_FORMS}"
-        ) from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
@@ -137,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="communication schedule: 'mba' (average after every local step), 'osa' (once, at "
         "the end), 'every:H' (every H local steps, 1 <= H <= n), 'rounds:N' (N evenly spaced "
         "rounds, 1 <= N <= n), 'quadratic:N' (after steps ceil(n (j/N)^2)), 'power:N:p' "
-        "(ceil(n (j/N)^p)) or 'geometric_rounds:N' (ceil(n^(j/N))), where n = gradients / "
-        "workers is the number of local steps",
+        "(ceil(n (j/N)^p)), 'geometric_rounds:N' (ceil(n^(j/N))), 'geometric:first:ratio' or "
+        "'polynomial:power:scale', where n = gradients / workers is the number of local steps "
+        "(the forms of convkit.schedules.COMM_KINDS and COMM_ALIASES, as in LocalSGD and sweeps)",
     )
     opt(
         "--C",
@@ -221,8 +219,8 @@ def _stage(
         raise UsageError(option, value, message) from exc
 
 
-def _run(args: argparse.Namespace) -> str:
-    """Build, run and format; raises :class:`UsageError` for a bad combination of values."""
+def _build(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The problem and the algorithm of the options; raises :class:`UsageError`."""
     import convkit as ck
 
     prob = _stage(
@@ -233,6 +231,14 @@ def _run(args: argparse.Namespace) -> str:
     )
     step = _stage(args, _STEP, "--alpha", lambda: ck.PolyDecay(args.C, args.alpha))
     algo = _stage(args, _ALGO, "--comm", lambda: ck.LocalSGD(args.workers, step, comm=args.comm))
+    return prob, algo
+
+
+def _run(args: argparse.Namespace) -> str:
+    """Build, run and format; raises :class:`UsageError` for a bad combination of values."""
+    import convkit as ck
+
+    prob, algo = _build(args)
     res = _stage(
         args,
         _RUN,

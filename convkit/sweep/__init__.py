@@ -47,9 +47,17 @@ from the :class:`~convkit.problems.base.Problem` and
 class names; a problem's public classmethod constructors also as ``<kind>_<method>``, e.g.
 ``logistic_regression_gaussian``, alias ``logistic``).  A kind's parameters, their types and
 defaults come from an explicit schema or from the builder's signature.  Kinds registered by
-user code must be importable in worker processes: list their modules under ``imports``.  Every configuration is normalised (defaults filled in, numbers
-coerced, ``comm = "rounds:10"`` written as ``{kind = "rounds", N = 10}``) before it is hashed,
-so equivalent spellings share one cache entry.
+user code must be importable in worker processes: list their modules under ``imports``.
+String specs are read by the model modules' own parsers, the ones the constructors and the
+command line use (:func:`convkit.schedules.parse_comm_spec`,
+:func:`convkit.compression.parse_compressor_spec`,
+:func:`convkit.topology_spec.parse_topology_spec`), and kind names resolve through their
+tables: one name per class, and an alias that fixes a parameter is stored as its class' kind
+(``comm = "quadratic:4"`` and ``{kind = "quadratic_rounds", N = 4}`` are both
+``{kind = "power_rounds", N = 4, p = 2.0}``; ``{kind = "rand_k_scaled"}`` is ``rand_k`` with
+``scaled = true``).  Every configuration is normalised (defaults filled in, numbers coerced,
+``comm = "rounds:10"`` written as ``{kind = "rounds", N = 10}``) before it is hashed, so
+equivalent spellings share one cache entry.
 
 **Errors.**  Unknown keys, unknown kinds, empty or duplicated grids, zipped groups of unequal
 length and wrong types raise :class:`SpecError`, which names the key and, for a TOML file, the

@@ -57,6 +57,28 @@ class Kind:
 
 _REGISTRY: dict[str, dict[str, Kind]] = {}
 _ALIASES: dict[str, dict[str, str]] = {}
+
+
+def _comm_resolver(name: str) -> tuple[str, dict[str, Any]] | None:
+    from convkit.schedules import resolve_comm_kind
+
+    return resolve_comm_kind(name)
+
+
+def _compressor_resolver(name: str) -> tuple[str, dict[str, Any]] | None:
+    from convkit.compression import resolve_compressor_kind
+
+    hit = resolve_compressor_kind(name)
+    return None if hit is None else (hit[0].replace("-", "_"), hit[1])
+
+
+#: categories whose names (and aliases, some of which fix parameters: ``quadratic_rounds`` is
+#: ``power_rounds`` with ``p = 2``) resolve through the model module's own table: category ->
+#: name -> ``(registered kind, fixed parameters)`` or None
+_RESOLVERS: dict[str, Callable[[str], tuple[str, dict[str, Any]] | None]] = {
+    "comm": _comm_resolver,
+    "compressor": _compressor_resolver,
+}
 #: parameters named like this take nested {kind = ...} tables of that category
 _NESTED_BY_NAME = {
     "step": "step",
@@ -169,6 +191,35 @@ def kinds(category: str | None = None) -> dict[str, list[str]] | list[str]:
     return {c: sorted(t) for c, t in sorted(_REGISTRY.items())}
 
 
+def aliases(category: str) -> list[str]:
+    """The other names a category's kinds answer to (sorted), besides :func:`kinds`."""
+    _ensure_registry()
+    names = set(_ALIASES.get(category, {}))
+    if category == "comm":
+        from convkit.schedules import COMM_ALIASES
+
+        names |= set(COMM_ALIASES)
+    elif category == "compressor":
+        from convkit.compression import COMPRESSOR_ALIASES
+
+        names |= set(COMPRESSOR_ALIASES)
+    return sorted(names - set(_REGISTRY.get(category, {})))
+
+
+def resolve(category: str, kind: Any) -> tuple[Kind | None, dict[str, Any]]:
+    """The registered kind a name stands for and the parameters the name fixes (an alias such
+    as ``quadratic_rounds`` fixes ``p = 2``; ``{}`` for a plain name), ``(None, {})`` when
+    unknown.  Comm and compressor names resolve through the model modules' tables
+    (:data:`convkit.schedules.COMM_ALIASES`, :data:`convkit.compression.COMPRESSOR_ALIASES`),
+    the others through the aliases given to :func:`register`."""
+    _ensure_registry()
+    resolver = _RESOLVERS.get(category)
+    hit = resolver(kind) if resolver is not None and isinstance(kind, str) else None
+    if hit is not None and hit[0] in _REGISTRY.get(category, {}):
+        return _REGISTRY[category][hit[0]], dict(hit[1])
+    return _lookup(category, kind), {}
+
+
 def _lookup(category: str, kind: Any) -> Kind | None:
     _ensure_registry()
     table = _REGISTRY.get(category, {})
@@ -223,11 +274,11 @@ def _local(comm_default: str | None) -> Callable[..., Any]:
 
 
 def _schedule(cls_name: str) -> Callable[..., Any]:
+    """A builder of the step-size class ``cls_name`` of :mod:`convkit.schedules`."""
+
     def build(**kw: Any) -> Any:
         from convkit import schedules
 
-        if cls_name == "At":
-            return schedules.At(tuple(kw["at"]))
         return getattr(schedules, cls_name)(**kw)
 
     return build
@@ -276,58 +327,12 @@ def _register_builtins() -> None:
         doc="gamma_k = C (k + k0)^-alpha",
     )
     register("step", "constant", _schedule("Constant"), {"gamma": P("float")})
-    register("comm", "mba", _schedule("EveryStep"), {}, aliases=("every_step", "everystep"))
-    register("comm", "osa", _schedule("Final"), {}, aliases=("final", "one_shot"))
-    register("comm", "every", _schedule("Every"), {"H": P("int")})
-    register("comm", "rounds", _schedule("Rounds"), {"N": P("int")})
-    register("comm", "at", _schedule("At"), {"at": P("int_list")})
-    register(
-        "comm",
-        "geometric",
-        _schedule("Geometric"),
-        {"first": P("float", 1.0), "ratio": P("float", 2.0)},
-    )
-    register(
-        "comm",
-        "polynomial",
-        _schedule("Polynomial"),
-        {"power": P("float", 2.0), "scale": P("float", 1.0)},
-    )
-    register(
-        "comm",
-        "power_rounds",
-        _schedule("PowerRounds"),
-        {"N": P("int"), "p": P("float", 1.0)},
-        doc="N rounds at ceil(n (j/N)^p)",
-    )
-    register(
-        "comm",
-        "quadratic_rounds",
-        _schedule("QuadraticRounds"),
-        {"N": P("int")},
-        doc="N rounds at ceil(n (j/N)^2)",
-    )
-    register(
-        "comm",
-        "geometric_rounds",
-        _schedule("GeometricRounds"),
-        {"N": P("int")},
-        doc="N rounds at ceil(n^(j/N))",
-    )
-    register(
-        "comm",
-        "adaptive_rounds",
-        _schedule("AdaptiveRounds"),
-        {
-            "N": P("int"),
-            "step": P("any", nested="step"),
-            "mu": P("float"),
-            "L": P("float"),
-            "dist0": P("float"),
-            "noise": P("float"),
-        },
-        doc="N rounds of the distance-dependent rule of convkit.schedules.AdaptiveRounds",
-    )
+    from convkit.schedules import COMM_KINDS
+
+    # one name per schedule class, from the schedules' own table (its aliases resolve through
+    # convkit.schedules.COMM_ALIASES, see _RESOLVERS)
+    for name, (cls, _) in COMM_KINDS.items():
+        register("comm", name, cls, doc=(inspect.getdoc(cls) or "").split("\n")[0])
 
 
 def _register_lazy() -> None:
@@ -343,10 +348,11 @@ def _register_lazy() -> None:
     try:
         from convkit import compression
 
+        # one kind per compressor class; the aliases resolve through _RESOLVERS
         for name, cls in getattr(compression, "COMPRESSORS", {}).items():
             key = name.replace("-", "_")
             if key not in _REGISTRY.get("compressor", {}):
-                register("compressor", key, cls, aliases=(name,))
+                register("compressor", key, cls)
     except Exception:  # pragma: no cover - optional module being written
         pass
     from convkit.algorithms.base import Algorithm

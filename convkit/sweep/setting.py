@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from convkit.sweep.errors import SpecError, _Context, _suggest, _type_name
-from convkit.sweep.registry import _OMIT, Param, _ensure_registry, _lookup, kinds
+from convkit.sweep.registry import _OMIT, Param, _ensure_registry, aliases, kinds, resolve
 
 #: run options of a setting (besides problem / algorithm(s) / record)
 _RUN_PARAMS: dict[str, Param] = {
@@ -77,36 +77,41 @@ def _check_type(p: Param, value: Any, path: tuple, ctx: _Context) -> Any:
     return value
 
 
-def _parse_comm(text: str) -> dict[str, Any] | None:
-    key, _, arg = text.strip().lower().partition(":")
-    if key in ("mba", "every_step", "everystep") and not arg:
-        return {"kind": "mba"}
-    if key in ("osa", "final", "one_shot") and not arg:
-        return {"kind": "osa"}
-    if key in ("every", "rounds") and arg:
-        try:
-            n = int(arg)
-        except ValueError:
-            return None
-        return {"kind": key, ("H" if key == "every" else "N"): n}
+def _string_spec(category: str, text: str) -> dict[str, Any] | None:
+    """The table of a string spec of ``category``, read by the model module's one parser
+    (the parser the constructors and the command line use), or None for a category without
+    string specs.  A malformed spec raises the parser's ``ValueError``."""
+    if category == "comm":
+        from convkit.schedules import parse_comm_spec
+
+        return parse_comm_spec(text)
+    if category == "compressor":
+        from convkit.compression import parse_compressor_spec
+
+        return parse_compressor_spec(text)
+    if category == "topology":
+        from convkit.topology_spec import parse_topology_spec
+
+        return parse_topology_spec(text)
     return None
+
+
+def _alias_note(category: str) -> str:
+    names = aliases(category)
+    return f" (aliases: {names})" if names else ""
 
 
 def _normalize_kind(category: str, value: Any, path: tuple, ctx: _Context) -> Any:
     """Normalise a ``{kind = ..., ...}`` table of ``category`` (defaults filled, types coerced)."""
-    if category == "comm" and isinstance(value, str):
-        parsed = _parse_comm(value)
-        if parsed is None:
-            raise ctx.error(
-                f"comm must be 'mba', 'osa', 'every:H', 'rounds:N' or a table "
-                f"{{kind = ...}}, got {value!r}",
-                path,
-            )
-        value = parsed
+    if isinstance(value, str) and category in ("comm", "compressor", "topology"):
+        try:
+            value = _string_spec(category, value)
+        except ValueError as exc:
+            raise ctx.error(str(exc), path) from None
     elif category == "step" and isinstance(value, int | float) and not isinstance(value, bool):
         value = {"kind": "constant", "gamma": value}
     elif isinstance(value, str) and category not in ("problem", "algorithm", "step"):
-        return value  # e.g. compressor "top-k:0.1", topology "ring": the builder parses it
+        return value  # a string of a category registered by the user: its builder parses it
     if not isinstance(value, dict):
         raise ctx.error(
             f"must be a table with a 'kind' key, got {value!r} ({_type_name(value)})", path
@@ -114,16 +119,25 @@ def _normalize_kind(category: str, value: Any, path: tuple, ctx: _Context) -> An
     known = kinds(category)
     if "kind" not in value:
         raise ctx.error(f"missing 'kind' (one of {known})", path)
-    kind = _lookup(category, value["kind"])
+    kind, fixed = resolve(category, value["kind"])
     if kind is None:
         from convkit.sweep.registry import _LAZY_ERRORS
 
         broken = "".join(f"; {m} could not be registered ({e})" for m, e in _LAZY_ERRORS.items())
+        names = [*known, *aliases(category)]
         raise ctx.error(
             f"unknown {category} kind {value['kind']!r}; known kinds: {known}"
-            f"{_suggest(value['kind'], known)}{broken}",
+            f"{_alias_note(category)}{_suggest(value['kind'], names)}{broken}",
             (*path, "kind"),
         )
+    for key, fixed_value in fixed.items():
+        if key in value and value[key] != fixed_value:
+            raise ctx.error(
+                f"{category} kind {value['kind']!r} is {kind.name!r} with {key} = "
+                f"{fixed_value!r}; got {key} = {value[key]!r} (use kind {kind.name!r})",
+                (*path, key),
+            )
+    value = {**value, **fixed}
     out: dict[str, Any] = {"kind": kind.name}
     for key in value:
         if key != "kind" and key not in kind.params:
