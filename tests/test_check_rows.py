@@ -75,14 +75,40 @@ def test_the_row_helpers_are_public_in_the_theory_package():
 
 # ============================================================================ validate_row
 BAD_ROWS = [
-    ({"setting": "s", "measured": 1, "theoretical": 1, "verdict": "holds", "reason": "r"},
-     KeyError, r"lacks the keys \['result'\]"),
-    ({"result": "a", "measured": 1, "theoretical": 1, "verdict": "holds", "reason": "r"},
-     KeyError, r"lacks the keys \['setting'\]"),
-    ({"result": "a", "setting": "s", "measured": 1, "theoretical": 1, "verdict": "ok",
-      "reason": "r"}, ValueError, "verdict 'ok' is not one of"),
-    ({"result": "a", "setting": "s", "measured": 1, "theoretical": 1, "verdict": "holds",
-      "reason": 3}, TypeError, "reason must be a string"),
+    (
+        {"setting": "s", "measured": 1, "theoretical": 1, "verdict": "holds", "reason": "r"},
+        KeyError,
+        r"lacks the keys \['result'\]",
+    ),
+    (
+        {"result": "a", "measured": 1, "theoretical": 1, "verdict": "holds", "reason": "r"},
+        KeyError,
+        r"lacks the keys \['setting'\]",
+    ),
+    (
+        {
+            "result": "a",
+            "setting": "s",
+            "measured": 1,
+            "theoretical": 1,
+            "verdict": "ok",
+            "reason": "r",
+        },
+        ValueError,
+        "verdict 'ok' is not one of",
+    ),
+    (
+        {
+            "result": "a",
+            "setting": "s",
+            "measured": 1,
+            "theoretical": 1,
+            "verdict": "holds",
+            "reason": 3,
+        },
+        TypeError,
+        "reason must be a string",
+    ),
 ]
 
 

@@ -1,5 +1,5 @@
-"""``convkit check [--quick] [--json PATH] [--only NAME ...] [--list]``: run the
-theory-vs-simulation checks registered by the topic modules of :mod:`convkit.bounds`
+"""``convkit check [--quick] [--json PATH] [--only NAME ...] [--module MODULE ...] [--list]``:
+run the theory-vs-simulation checks registered by the topic modules of :mod:`convkit.bounds`
 (:func:`convkit.bounds.run_checks`) and print a table with the columns result, setting,
 measured, theoretical, verdict, reason.
 
@@ -9,16 +9,28 @@ the reason is one sentence of detail. The summary line counts the rows per verdi
 
 ``--json PATH`` also writes the rows as a JSON list of objects with the keys ``result``,
 ``setting``, ``measured``, ``theoretical``, ``verdict``, ``reason`` (plus ``check``,
-``margin``, ``details`` and ``seconds`` where present). ``--only`` selects checks by check name
-or library result name (exact, dotted prefix such as ``compression``, or a shell glob such as
-``'sgd.*'``). The exit code is 0 unless a check crashed (1) or the arguments are wrong (2, one
-line on stderr): a ``violated`` verdict is a measured result, not an error. The ``--json`` path
-is checked (its directory exists and is writable) before any check runs.
+``margin``, ``details`` and ``seconds`` where present); ``--json -`` writes them to standard
+output, and the table and summary then go to standard error, so that the output can be piped
+(``convkit check --json - | jq``). ``--only`` selects checks by check name or library result
+name (exact, dotted prefix such as ``compression``, or a shell glob such as ``'sgd.*'``).
+
+``--module MODULE`` (repeatable) first imports a user's module, a path to a ``.py`` file
+(``my_claims.py``; its directory goes first on ``sys.path``, as for ``python my_claims.py``)
+or a dotted module name importable from the current directory (``mypkg.claims``), whose
+``@result`` and ``@register_check`` decorators add its claims to the registry; without
+``--only`` the checks that the module registered are the ones run. A module that cannot be
+imported, or that registers no check, is an argument error.
+
+The exit code is 0 unless a check crashed (1) or the arguments are wrong (2, one line on
+stderr): a ``violated`` verdict is a measured result, not an error. The ``--json`` path is
+checked (its directory exists and is writable) before any check runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import math
 import os
@@ -115,12 +127,23 @@ def _parser() -> argparse.ArgumentParser:
         "every result of the library, with a verdict.",
     )
     p.add_argument("--quick", action="store_true", help="small settings (under 3 minutes)")
-    p.add_argument("--json", metavar="PATH", help="also write the rows as a JSON list")
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the rows as a JSON list ('-': to standard output, the table to stderr)",
+    )
     p.add_argument(
         "--only",
         nargs="+",
         metavar="NAME",
         help="check or result names (exact, dotted prefix or glob) to run",
+    )
+    p.add_argument(
+        "--module",
+        action="append",
+        metavar="MODULE",
+        help="import a module of your own claims first (a .py path or a dotted name) and run "
+        "its checks (repeatable)",
     )
     p.add_argument("--list", action="store_true", help="list the checks and what they cover")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -143,11 +166,70 @@ def _json_target_problem(path: str) -> str | None:
     return None
 
 
+def import_user_module(spec: str) -> None:
+    """Import the user's module ``spec``: a path to a ``.py`` file (an existing file, or a name
+    ending in ``.py``) imported under its stem with its directory first on ``sys.path``, or a
+    dotted module name imported with the current directory on ``sys.path`` (as
+    ``python -m``). Raises ``ValueError`` saying why it cannot be imported."""
+    path = Path(spec)
+    if spec.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise ValueError(f"{spec} is not a file")
+        directory = str(path.resolve().parent)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+        name = path.stem
+        known = sys.modules.get(name)
+        if known is not None and getattr(known, "__file__", None) != str(path.resolve()):
+            raise ValueError(
+                f"a module named {name!r} is already imported ({getattr(known, '__file__', '')}); "
+                f"rename {spec}"
+            )
+        loader_spec = importlib.util.spec_from_file_location(name, path.resolve())
+        if loader_spec is None or loader_spec.loader is None:  # pragma: no cover
+            raise ValueError(f"{spec} cannot be loaded as a Python module")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    importlib.import_module(spec)
+
+
+def _import_modules(specs: Sequence[str], checks: dict[str, Any]) -> tuple[list[str], str]:
+    """Import every module of ``specs``; returns the names of the checks they registered (or
+    replaced) and an error line (empty when all went well)."""
+    registered: list[str] = []
+    for spec in specs:
+        before = dict(checks)
+        try:
+            import_user_module(spec)
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's code is reported
+            return (
+                registered,
+                f"argument --module: cannot import {spec}: {type(exc).__name__}: {exc}",
+            )
+        new = [n for n in checks if before.get(n) is not checks[n]]
+        if not new:
+            return registered, (
+                f"argument --module: {spec} registers no check (decorate a function with "
+                f"convkit.bounds.register_check)"
+            )
+        registered += [n for n in new if n not in registered]
+    return registered, ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``convkit check``; returns the exit code (2 for bad arguments, such as a
     ``--json`` path that cannot be written: checked before any check runs)."""
     args = _parser().parse_args(argv)
-    if args.json:
+    to_stdout = args.json == "-"
+    if args.json and not to_stdout:
         why = _json_target_problem(args.json)
         if why:
             print(
@@ -157,12 +239,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from convkit import bounds
     from convkit.verdicts import CRASHED, VERDICTS
 
+    user_checks: list[str] = []
+    if args.module:
+        user_checks, error = _import_modules(args.module, bounds.CHECKS)
+        if error:
+            print(f"convkit check: {error}", file=sys.stderr)
+            return 2
     if args.list:
         for name in bounds.CHECKS:
             print(f"{name}: {', '.join(bounds.COVERS[name])}")
         return 0
     try:
-        selected = bounds.select(args.only)
+        selected = user_checks if args.module and not args.only else bounds.select(args.only)
     except ValueError as exc:
         print(f"convkit check: {exc}", file=sys.stderr)
         return 2
@@ -174,15 +262,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = bounds.run_checks(quick=args.quick, only=selected, progress=progress)
     elapsed = time.perf_counter() - t0
-    print(format_table(rows))
+    table_out = sys.stderr if to_stdout else sys.stdout
+    print(format_table(rows), file=table_out)
     crashed = [r for r in rows if r["verdict"] == CRASHED]
     counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no rows"
     print(
         f"\n{len(rows)} rows from {len(selected)} checks in {elapsed:.1f} s "
-        f"({'quick' if args.quick else 'full'} mode): {summary}"
+        f"({'quick' if args.quick else 'full'} mode): {summary}",
+        file=table_out,
     )
-    if args.json:
+    if to_stdout:
+        json.dump([_jsonable(r) for r in rows], sys.stdout, indent=1)
+        print(flush=True)
+    elif args.json:
         out = [_jsonable(r) for r in rows]
         try:
             with open(args.json, "w", encoding="utf-8") as fh:

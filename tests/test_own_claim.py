@@ -1,0 +1,227 @@
+"""A user's own claim: registering results and checks again (a notebook cell run twice), the
+``convkit check --module`` command, ``--json -``, and the worked example of
+``docs/own_claim.md``, executed as it stands."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from convkit import bounds
+from convkit.bounds import registry
+from convkit.cli import check as check_cli
+from convkit.verdicts import HOLDS, VERDICTS
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "own_claim.md"
+PY_BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+CONSOLE = re.findall(r"```console\n\$ (.*?)\n```", DOC.read_text(), flags=re.S)
+
+
+@pytest.fixture
+def clean_registry():
+    """Leave the registry as it was: drop what a test registered or replaced."""
+    saved = (dict(registry.LIBRARY), dict(registry.CHECKS), dict(registry.COVERS))
+    yield
+    for live, old in zip((registry.LIBRARY, registry.CHECKS, registry.COVERS), saved):
+        live.clear()
+        live.update(old)
+    registry.get.cache_clear()
+
+
+CELL = textwrap.dedent(
+    """
+    import sympy as sp
+    from convkit.bounds import TheoryResult, check_row, register_check, result, symbol
+
+    @result("tmp.claim")
+    def claim():
+        return TheoryResult(name="tmp.claim", expression=FACTOR * symbol("x"),
+                            kind="upper_bound", quantity="q", provenance="derived here: test")
+
+    @register_check("tmp.claim", covers=["tmp.claim"])
+    def check_claim(quick):
+        return [check_row("tmp.claim", "s", FACTOR, FACTOR, "measured", "r")]
+    """
+)
+
+
+def _run_cell(factor: float, module: str = "__main__") -> None:
+    exec(compile(CELL, "<cell>", "exec"), {"__name__": module, "FACTOR": factor})
+
+
+def test_running_a_cell_again_replaces_the_claim_and_its_check(clean_registry):
+    """The same definitions registered twice (a notebook cell run again, here with a new
+    factor) replace the earlier ones, in place, and ``get`` forgets the cached result."""
+    _run_cell(2.0)
+    assert float(bounds.get("tmp.claim").evaluate(x=1.0)) == 2.0
+    order = list(registry.CHECKS)
+    _run_cell(3.0)
+    assert float(bounds.get("tmp.claim").evaluate(x=1.0)) == 3.0
+    assert list(registry.CHECKS) == order
+    rows = bounds.run_checks(only=["tmp.claim"])
+    assert [r["measured"] for r in rows] == [3.0]
+
+
+def test_the_same_name_from_another_module_raises_naming_both(clean_registry):
+    _run_cell(2.0, module="first_module")
+    with pytest.raises(
+        ValueError,
+        match=r"registered twice: by first_module\.claim and by "
+        r"second_module\.claim",
+    ):
+        _run_cell(2.0, module="second_module")
+    # another function of the same module is another definition too
+    with pytest.raises(ValueError, match="check 'tmp.claim' registered twice"):
+        registry.register_check("tmp.claim", ["tmp.claim"])(lambda quick: [])
+    # replace=True replaces on purpose
+    registry.register_check("tmp.claim", ["tmp.claim"], replace=True)(lambda quick: [])
+    assert registry.CHECKS["tmp.claim"](True) == []
+
+
+def test_register_check_needs_covers():
+    with pytest.raises(ValueError, match="covers must be a non-empty list of result names"):
+        registry.register_check("tmp.x", covers="tmp.x")
+
+
+MODULE = textwrap.dedent(
+    """
+    from convkit.bounds import check_row, register_check
+
+    @register_check("w_eta.user_check", covers=["w_eta.gap_condition"])
+    def user_check(quick):
+        return [check_row("w_eta.gap_condition", "user setting", 1.0, 1.0, "holds", "equal")]
+    """
+)
+
+
+def test_check_module_path_runs_its_checks(clean_registry, tmp_path, capsys):
+    """``convkit check --module path.py`` imports the file and runs the checks it registered
+    (and only those); ``--json -`` writes the rows to standard output, the table to stderr,
+    and no file named ``-``."""
+    path = tmp_path / "user_claims_path.py"
+    path.write_text(MODULE)
+    rc = check_cli.main(["--module", str(path), "--json", "-", "--quiet"])
+    assert rc == 0
+    out, err = capsys.readouterr()
+    rows = json.loads(out)
+    assert [r["check"] for r in rows] == ["w_eta.user_check"]
+    assert rows[0]["verdict"] == HOLDS
+    assert "user setting" in err and "1 holds" in err
+    assert not (Path.cwd() / "-").exists() and not (tmp_path / "-").exists()
+
+
+def test_check_module_dotted_name(clean_registry, tmp_path, monkeypatch, capsys):
+    pkg = tmp_path / "user_pkg_dotted"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "claims.py").write_text(MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert check_cli.main(["--module", "user_pkg_dotted.claims", "--quiet"]) == 0
+    assert "1 holds" in capsys.readouterr().out
+    sys.modules.pop("user_pkg_dotted.claims", None)
+    sys.modules.pop("user_pkg_dotted", None)
+
+
+@pytest.mark.parametrize(
+    ("content", "arg", "message"),
+    [
+        (
+            None,
+            "no_such_file.py",
+            "cannot import no_such_file.py: ValueError: no_such_file.py is not a file",
+        ),
+        ("x = 1\n", "user_claims_empty.py", "registers no check"),
+        ("raise RuntimeError('boom')\n", "user_claims_boom.py", "RuntimeError: boom"),
+        (None, "no_such_package.claims", "ModuleNotFoundError"),
+    ],
+)
+def test_check_module_errors_are_argument_errors(
+    clean_registry, tmp_path, monkeypatch, capsys, content, arg, message
+):
+    monkeypatch.chdir(tmp_path)
+    if content is not None:
+        (tmp_path / arg).write_text(content)
+    assert check_cli.main(["--module", arg, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("convkit check: argument --module:") and message in err
+
+
+def test_json_dash_on_the_command_line(tmp_path):
+    """``python -m convkit.cli check --only CHEAP --json -``: JSON on stdout, no file '-'."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "convkit.cli",
+            "check",
+            "--quick",
+            "--only",
+            "w_eta.gap_condition",
+            "--json",
+            "-",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert len(rows) == 2 and all(r["verdict"] in VERDICTS for r in rows)
+    assert not (tmp_path / "-").exists()
+
+
+# ============================================================================ the docs page
+def test_the_page_has_its_example():
+    assert len(PY_BLOCKS) == 2 and PY_BLOCKS[0].startswith("# my_claims.py")
+    assert CONSOLE == ["convkit check --module my_claims.py --quick"]
+    for block in PY_BLOCKS:
+        assert not re.search(r"import .*\b_[a-z]|from convkit\S*\._", block), "private import"
+
+
+def test_the_worked_example_runs_on_the_command_line(tmp_path):
+    """The module of the page, written to ``my_claims.py``, checked by the command of the
+    page (with ``--json -``): its one row holds (the stationary value 0.1/1.7 = 0.0588
+    against the bound 0.1: a gap of some 40 standard errors at 2000 replicates)."""
+    (tmp_path / "my_claims.py").write_text(PY_BLOCKS[0])
+    cmd = CONSOLE[0].split()
+    assert cmd[0] == "convkit"
+    proc = subprocess.run(
+        [sys.executable, "-m", "convkit.cli", *cmd[1:], "--json", "-"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = json.loads(proc.stdout)
+    assert row["result"] == "my.noise_floor_bound" and row["verdict"] == HOLDS, row
+    assert row["theoretical"] == pytest.approx(0.1, rel=1e-12)
+    assert abs(row["measured"] - 0.1 / 1.7) < 0.01  # stationary value, ~4 SE at R = 2000
+
+
+def test_the_worked_example_runs_in_a_notebook_twice(tmp_path):
+    """The module's code as a notebook cell, then the notebook cell of the page; the cell run
+    a second time replaces the claim instead of raising (fresh interpreter, ``__main__``)."""
+    script = "\n".join(
+        [
+            f"CELL = {PY_BLOCKS[0]!r}",
+            f"RUN = {PY_BLOCKS[1]!r}",
+            "exec(CELL); exec(RUN)",
+            "exec(CELL); exec(RUN)",
+            "print(len(rows), rows[0]['verdict'])",
+        ]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "1 holds"
