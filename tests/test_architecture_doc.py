@@ -29,3 +29,12 @@ def test_example_runs(index, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip(), "every example prints its outcome"
+
+
+def test_examples_import_no_private_names():
+    """The examples use the public API only: no ``from x import _name`` and no ``x._name``
+    of convkit."""
+    for block in BLOCKS:
+        for line in block.splitlines():
+            assert not re.search(r"^\s*from convkit\S* import .*\b_\w", line), line
+            assert not re.search(r"\bconvkit(\.\w+)*\._\w", line), line
