@@ -1,7 +1,8 @@
 """Figures of the Local-SGD large-step studies (``local_sgd_large_steps``,
 ``local_sgd_schedules``, ``local_sgd_variations``), drawn through :mod:`convkit.plotting`:
 schedules in their palette colours, worker counts ``P`` in a sequential colour map (``P`` is a
-setting, not an algorithm), theory dashed black, reference lines grey dotted, 95 % bands or
+setting, not an algorithm; viridis, circles), budgets ``T`` in another (plasma, squares),
+theory dashed black, reference lines grey dotted, 95 % bands or
 error bars, legends outside the axes."""
 
 from __future__ import annotations
@@ -32,6 +33,18 @@ def p_color(P: int, Ps) -> tuple:
     Ps = sorted(set(int(p) for p in Ps))
     k = Ps.index(int(P))
     return matplotlib.colormaps["viridis"](0.1 + 0.8 * k / max(len(Ps) - 1, 1))
+
+
+def t_color(T: float, Ts) -> tuple:
+    """Colour of the budget ``T`` among ``Ts`` (plasma from 0.3 to 0.8, purple to orange,
+    darker = smaller budget): a map of its own, every colour at least
+    ``convkit.plotting.MIN_LINE_DELTA_E`` from every colour of :func:`p_color`, so that a
+    line of ``T`` is never read as a line of ``P``."""
+    import matplotlib
+
+    Ts = sorted(set(float(t) for t in Ts))
+    k = Ts.index(float(T))
+    return matplotlib.colormaps["plasma"](0.3 + 0.5 * k / max(len(Ts) - 1, 1))
 
 
 def _model(alpha: float) -> dict[str, float]:
@@ -109,7 +122,7 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
             g.ratio_to_mba - 1,
             g.ratio_se,
             fmt="s-",
-            color=p_color(T, Ts),
+            color=t_color(T, Ts),
             label=f"T={T:g}",
         )
     m = _model(a)

@@ -13,6 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+#: Marker of each kind of N* point: one meaning per marker.  Interior Monte Carlo thresholds
+#: with their intervals, the exact engine's N* (least squares), settings where one-shot
+#: averaging already suffices (N* = 1, a measured answer) and settings where N* is not
+#: identifiable (no answer; marked at 1).
+MARKERS = {"interior": "o", "exact": "+", "osa_suffices": "v", "not_identifiable": "x"}
+
 _SWEEP_LABEL = {"T": "T, total gradients (P = {p} workers)", "P": "P, workers (T = {t} gradients)"}
 
 
@@ -61,7 +67,8 @@ def _figure_legend(fig, axes) -> None:
 
 
 def _threshold_legend(mc: Any, fig, df: pd.DataFrame) -> None:
-    """The legend of the N* figures, below the panels: colour = eps, marker = kind of point."""
+    """The legend of the N* figures, below the panels: colour = eps, marker = kind of point
+    (:data:`MARKERS`, one entry per marker)."""
     from matplotlib.lines import Line2D
 
     from convkit.plotting import REFERENCE_STYLE, THEORY_STYLE
@@ -71,9 +78,31 @@ def _threshold_legend(mc: Any, fig, df: pd.DataFrame) -> None:
     handles = [Line2D([], [], color=c, lw=3, label=f"eps = {e}") for e, c in colors.items()]
     k = dict(color="0.2", ls="none")
     handles += [
-        Line2D([], [], marker="o", ms=5, label="Monte Carlo N* (95 % bootstrap interval)", **k),
-        Line2D([], [], marker="+", ms=8, label="exact N* (least squares)", **k),
-        Line2D([], [], marker="x", ms=6, label="OSA enough / not identifiable (drawn at 1)", **k),
+        Line2D(
+            [],
+            [],
+            marker=MARKERS["interior"],
+            ms=5,
+            label="Monte Carlo N* (95 % bootstrap interval)",
+            **k,
+        ),
+        Line2D([], [], marker=MARKERS["exact"], ms=8, label="exact N* (least squares)", **k),
+        Line2D(
+            [],
+            [],
+            marker=MARKERS["osa_suffices"],
+            ms=5,
+            label="OSA suffices: N* = 1 (offset by eps)",
+            **k,
+        ),
+        Line2D(
+            [],
+            [],
+            marker=MARKERS["not_identifiable"],
+            ms=6,
+            label="not identifiable: no N* (marked at 1)",
+            **k,
+        ),
         Line2D([], [], color="0.2", lw=1, label="fitted power law (slope in the title)"),
         Line2D([], [], label="claim: slope 1/2", **THEORY_STYLE),
         Line2D([], [], label="n = T / P local steps (MBA)", **REFERENCE_STYLE),
@@ -103,20 +132,23 @@ def _threshold_panel(mc: Any, ax, df: pd.DataFrame, problem: str, alpha: float, 
             gi[var],
             y,
             yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)],
-            fmt="o",
+            fmt=MARKERS["interior"],
             color=col,
             ms=4,
             capsize=2,
         )
-        go = g[g.status != "interior"]
-        ax.plot(
-            go[var],
-            np.ones(len(go)) * 2 ** (0.25 * k),
-            "x",
-            color=col,
-        )
+        for status, ms in (("osa_suffices", 5), ("not_identifiable", 6)):
+            go = g[g.status == status]  # at 1, offset by eps so that the levels stay apart
+            ax.plot(
+                go[var],
+                np.ones(len(go)) * 2 ** (0.25 * k),
+                MARKERS[status],
+                ms=ms,
+                color=col,
+                ls="none",
+            )
         if "exact_N_star" in g and g.exact_N_star.notna().any():
-            ax.plot(g[var], g.exact_N_star, "+", color=col, ms=8, label=None)
+            ax.plot(g[var], g.exact_N_star, MARKERS["exact"], color=col, ms=8, label=None)
         f = mc.fit(df, problem, alpha, eps, var)
         if np.isfinite(f["slope"]):
             xs = gi[var].to_numpy(float)

@@ -206,13 +206,12 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
 
 
 def _color(name: str, k: int, m: int) -> Any:
+    """MBA and OSA in their palette colours; the ``k``-th of ``m`` round counts in the ``k``-th
+    shade of the evenly spaced schedule's colour (:func:`convkit.plotting.shades`, light to
+    dark: darker = more rounds), any two at least ``MIN_LINE_DELTA_E`` apart."""
     if name in ("MBA", "OSA"):
         return cp.color(name)
-    import matplotlib.colors as mc
-
-    base = np.array(mc.to_rgb(cp.color("even")))
-    t = 0.25 + 0.6 * k / max(m - 1, 1)  # darker = more rounds
-    return tuple(base * (1 - 0.55 * (1 - t)))
+    return cp.shades("even", m)[k]
 
 
 def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:

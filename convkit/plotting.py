@@ -67,6 +67,11 @@ THEORY_STYLE: dict[str, Any] = {"color": "black", "linestyle": "--", "linewidth"
 #: Style of a reference line (an asymptote, a threshold): grey, dotted.
 REFERENCE_STYLE: dict[str, Any] = {"color": "0.45", "linestyle": ":", "linewidth": 1.2}
 
+#: Smallest CIELAB distance (CIE76 Delta E) between two line colours of one figure: about 2.3
+#: is the just-noticeable difference of two patches side by side; thin curves apart from each
+#: other need several times more (four shades of one colour 10 apart read as one colour).
+MIN_LINE_DELTA_E = 15.0
+
 _FALLBACK = ["#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#dbdb8d"]
 
 
@@ -94,6 +99,54 @@ def color(name: str) -> str:
     if key in ALGORITHM_COLORS:
         return ALGORITHM_COLORS[key]
     return _FALLBACK[sum(map(ord, key)) % len(_FALLBACK)]
+
+
+def cielab(c: Any) -> np.ndarray:
+    """CIELAB coordinates ``(L*, a*, b*)`` of a Matplotlib colour (sRGB, D65 white point).
+
+    The sRGB transfer function is inverted, the linear RGB mapped to XYZ by the sRGB matrix
+    and XYZ to Lab by the CIE 1976 formulas (IEC 61966-2-1; CIE 15:2004, section 8.2.1).
+    """
+    import matplotlib.colors as mcolors
+
+    rgb = np.asarray(mcolors.to_rgb(c), dtype=float)
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    to_xyz = np.array(
+        [
+            [0.4124564, 0.3575761, 0.1804375],
+            [0.2126729, 0.7151522, 0.0721750],
+            [0.0193339, 0.1191920, 0.9503041],
+        ]
+    )
+    xyz = to_xyz @ linear / np.array([0.95047, 1.0, 1.08883])
+    eps = (6 / 29) ** 3
+    f = np.where(xyz > eps, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def color_distance(c1: Any, c2: Any) -> float:
+    """Perceptual distance of two colours: the CIE76 ``Delta E``, Euclidean in CIELAB
+    (:func:`cielab`); compare with :data:`MIN_LINE_DELTA_E`."""
+    return float(np.linalg.norm(cielab(c1) - cielab(c2)))
+
+
+def shades(name: str, m: int) -> list[tuple[float, float, float]]:
+    """``m`` shades of the colour of algorithm or schedule ``name``, light to dark: settings
+    of one algorithm (its number of rounds ``N``, say) keep the algorithm's hue and differ in
+    lightness.
+
+    The shades interpolate linearly in RGB from the colour mixed 35 % with white to the colour
+    mixed 70 % with black; for every colour of the palette, any two of four shades lie at
+    least :data:`MIN_LINE_DELTA_E` apart in CIELAB (the olive of ``"even"``: 20 apart).
+    """
+    import matplotlib.colors as mcolors
+
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"m (number of shades) must be an integer >= 1, got {m!r}")
+    base = np.asarray(mcolors.to_rgb(color(name)))
+    light, dark = base + 0.35 * (1.0 - base), 0.3 * base
+    ts = np.linspace(0.0, 1.0, int(m)) if m > 1 else np.array([0.5])
+    return [tuple(float(v) for v in light + (dark - light) * t) for t in ts]
 
 
 def band(
