@@ -193,3 +193,30 @@ def test_simulate_reports_average_and_node_errors():
         f = res.frame
         rows = f[(f.config == lab) & (f.iterate == "state") & (f.metric == "node_excess_risk")]
         assert len(rows) == len(steps)
+
+
+@pytest.mark.parametrize("b", [1, 3])
+def test_compiled_node_step_matches_generic(b, monkeypatch):
+    """The compiled one-pass step equals theta -= gamma * stochastic_grad (to rounding: the
+    kernel reassociates sums) and fills the nodes' mean."""
+    from convkit.problems import _heterogeneous_kernel as hk
+
+    p = HeterogeneousLeastSquares(13, 5, 2.0, spectrum="1/i", noise=0.4, seed=6,
+                                  hessian_dissimilarity=0.3)  # fmt: skip
+    batch = p.sample(Backend().stream(2, "k"), (7, 5, b))
+    th = np.random.default_rng(4).standard_normal((7, 5, 13))
+    want = th - 0.05 * p.stochastic_grad(th, batch)
+    got, mean = th.copy(), np.empty((7, 13))
+    if not hk.node_ls_sgd_update(got, batch.z, batch.eps, *(
+            np.ascontiguousarray(a) for a in (p.sqrt_node_h, p.node_optima)),
+            p.noise, 0.05, mean):  # fmt: skip
+        pytest.skip("numba not available")
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(mean, want.mean(axis=1), rtol=1e-12, atol=1e-14)
+    via_problem = th.copy()
+    p.sgd_update(via_problem, batch, 0.05)
+    np.testing.assert_array_equal(via_problem, got)  # the problem's step is the kernel
+    monkeypatch.setattr(hk, "_COMPILED", None)  # kernel off: the generic step
+    generic = th.copy()
+    p.sgd_update(generic, batch, 0.05)
+    np.testing.assert_array_equal(generic, want)

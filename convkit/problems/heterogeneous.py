@@ -81,6 +81,7 @@ import numpy as np
 
 from ..backend import RandomStream, namespace_of
 from ..validation import check_int, check_real
+from ._heterogeneous_kernel import node_ls_sgd_update
 from .base import Problem
 from .least_squares import spectrum as _spectrum
 
@@ -236,6 +237,7 @@ class HeterogeneousLeastSquares(Problem):
         self.node_optima = self.theta_star + self.offsets
         self.sqrt_h = np.sqrt(self.h)
         self.sqrt_node_h = np.sqrt(self.node_h)
+        self._kernel_arrays: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
         dev = np.abs(self.node_h - self.h).max(axis=1)  # ||H_i - H||_op
         self.delta = float(dev.max())
         self.delta_ms = float(np.mean(dev * dev))
@@ -349,6 +351,22 @@ class HeterogeneousLeastSquares(Problem):
         r = xp.sum(x * eta[..., None, :], axis=-1) - self.noise * batch.eps
         return (r[..., None, :] @ x)[..., 0, :] / b
 
+    def sgd_update(self, theta: Any, batch: NodeBatch, gamma: float, mean: Any = None) -> Any:
+        """In place SGD step; with node Hessians, through the compiled one-pass kernel of
+        :mod:`convkit.problems._heterogeneous_kernel` when it can run (equal to the generic
+        step to rounding). The equal-Hessian problem keeps the generic step."""
+        if not self.equal_hessians and type(theta) is np.ndarray:
+            arrays = self._kernel_arrays.get(theta.dtype)
+            if arrays is None:
+                arrays = tuple(
+                    np.ascontiguousarray(a, dtype=theta.dtype)
+                    for a in (self.sqrt_node_h, self.node_optima)
+                )
+                self._kernel_arrays[theta.dtype] = arrays
+            if node_ls_sgd_update(theta, batch.z, batch.eps, *arrays, self.noise, gamma, mean):
+                return theta
+        return super().sgd_update(theta, batch, gamma, mean)
+
     # ------------------------------------------------------------------ objective
     def errors(self, theta: Any) -> dict[str, Any]:
         """``hnorm2 = ||theta - theta*||_H^2``, ``excess_risk = hnorm2 / 2`` (exact, see the
@@ -368,8 +386,33 @@ class HeterogeneousLeastSquares(Problem):
                 f"models must have shape (..., P = {self.P}, d = {self.d}), got "
                 f"{tuple(models.shape)}"
             )
-        e = self.errors(models)
-        return {f"node_{k}": xp.mean(v, axis=-1) for k, v in e.items()}
+        if type(models) is np.ndarray:
+            hn, dist = self._node_sums_numpy(models)
+        else:
+            eta = models - xp.asarray(self.theta_star, dtype=models.dtype)
+            sq = eta * eta
+            hn = xp.sum(sq * xp.asarray(self.h, dtype=sq.dtype), axis=-1)
+            dist = xp.sum(sq, axis=-1)
+        hn, dist = xp.mean(hn, axis=-1), xp.mean(dist, axis=-1)
+        return {"node_excess_risk": 0.5 * hn, "node_hnorm2": hn, "node_dist2": dist}
+
+    def _node_sums_numpy(self, models: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``||theta_i - theta*||_H^2`` and ``||theta_i - theta*||^2`` of NumPy models, by
+        slices of the leading axis whose temporary stays in cache (a full-size temporary costs
+        more in fresh pages than in arithmetic: 7 ms against 1 ms at R P d = 4e5)."""
+        lead = models.shape[:-1]
+        flat = models.reshape(-1, self.d)
+        hn = np.empty(flat.shape[0], dtype=models.dtype)
+        dist = np.empty_like(hn)
+        ts = self.theta_star.astype(models.dtype, copy=False)
+        h = self.h.astype(models.dtype, copy=False)
+        rows = max(1, 16384 // self.d)
+        for a in range(0, flat.shape[0], rows):
+            sq = np.subtract(flat[a : a + rows], ts)
+            np.multiply(sq, sq, out=sq)
+            np.matmul(sq, h, out=hn[a : a + rows])
+            np.add.reduce(sq, axis=-1, out=dist[a : a + rows])
+        return hn.reshape(lead), dist.reshape(lead)
 
     def loss(self, theta: Any) -> Any:
         """``f(theta) = f* + 1/2 ||theta - theta*||_H^2``."""
