@@ -11,12 +11,12 @@ from pathlib import Path
 from convkit.sweep.cache import Cache
 from convkit.sweep.errors import SpecError, SweepOutputError
 from convkit.sweep.runner import _check_output, run
-from convkit.sweep.spec import Sweep
+from convkit.sweep.spec import MAX_CONFIGURATIONS, Sweep
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR] [--quiet]
-    [--overwrite] [--dry-run]``.
+    [--overwrite] [--dry-run] [--max-configurations N]``.
 
     Exit status: 0 when every configuration succeeded, 1 when some failed, 2 for an invalid
     spec or command line, or an output directory that holds another sweep, is in use or is
@@ -44,6 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--dry-run", action="store_true", help="validate and list the configurations only"
     )
+    p.add_argument(
+        "--max-configurations",
+        type=int,
+        default=MAX_CONFIGURATIONS,
+        metavar="N",
+        help="refuse a spec of more than N configurations, counted before any is built "
+        f"(default {MAX_CONFIGURATIONS})",
+    )
     try:
         args = p.parse_args(argv)
     except SystemExit as exc:
@@ -51,8 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.jobs is not None and args.jobs == 0:
         print("convkit sweep: --jobs must be a non-zero integer", file=sys.stderr)
         return 2
+    if args.max_configurations < 1:
+        print(
+            f"convkit sweep: --max-configurations must be an integer >= 1, got "
+            f"{args.max_configurations}",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        sweep = Sweep.from_toml(args.spec)
+        sweep = Sweep.from_toml(args.spec, max_configurations=args.max_configurations)
     except SpecError as exc:
         print(f"convkit sweep: invalid spec: {exc}", file=sys.stderr)
         return 2

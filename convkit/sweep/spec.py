@@ -7,6 +7,7 @@ import copy
 import hashlib
 import importlib
 import itertools
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,6 +26,11 @@ from convkit.sweep.errors import (
 )
 from convkit.sweep.registry import Param
 from convkit.sweep.setting import _SETTING_KEYS, _SPEC_KEYS, _check_type, normalize_setting
+
+#: The most configurations a sweep builds unless told otherwise (``max_configurations``):
+#: each is normalised, hashed and held in memory (about 1 ms and a few kB each), so a grid
+#: past this is refused, with its count, before any is built.
+MAX_CONFIGURATIONS = 10_000
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,10 @@ class Sweep:
     Attributes: ``spec`` (the raw spec), ``name``, ``seed``, ``imports``, ``axes`` (list of
     key tuples: one per grid key, one per zipped group), ``configurations`` (list of
     :class:`Configuration`).
+
+    The number of configurations (the product of the grid and zip lengths) is counted before
+    any is built; past ``max_configurations`` (default :data:`MAX_CONFIGURATIONS`) the spec
+    is refused with that count and the way out.
     """
 
     def __init__(
@@ -115,6 +125,7 @@ class Sweep:
         source: str | None = None,
         positions: dict[tuple, int] | None = None,
         check: bool = True,
+        max_configurations: int | None = None,
     ) -> None:
         ctx = _Context(source, positions)
         self._ctx = ctx
@@ -145,6 +156,7 @@ class Sweep:
                 raise ctx.error(f"cannot import module {mod!r}: {exc}", ("imports",)) from exc
         self.base = {k: v for k, v in spec.items() if k in _SETTING_KEYS}
         self.axes, values = self._parse_grids(spec.get("grid", {}), spec.get("zip", []), ctx)
+        self._check_count(values, max_configurations, ctx)
         self.configurations = self._expand(values, ctx)
         if check:
             from convkit.sweep.preflight import check_configurations
@@ -153,12 +165,20 @@ class Sweep:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_dict(cls, spec: Mapping[str, Any], *, check: bool = True) -> Sweep:
+    def from_dict(
+        cls, spec: Mapping[str, Any], *, check: bool = True, max_configurations: int | None = None
+    ) -> Sweep:
         """The same spec as a Python dict (e.g. ``{"problem": {...}, "grid": {...}}``)."""
-        return cls(spec, check=check)
+        return cls(spec, check=check, max_configurations=max_configurations)
 
     @classmethod
-    def from_toml(cls, path: str | os.PathLike, *, check: bool = True) -> Sweep:
+    def from_toml(
+        cls,
+        path: str | os.PathLike,
+        *,
+        check: bool = True,
+        max_configurations: int | None = None,
+    ) -> Sweep:
         """Read a TOML spec file."""
         path = Path(path)
         try:
@@ -174,10 +194,19 @@ class Sweep:
                 f"not UTF-8 text (invalid byte at offset {exc.start}); a sweep spec is a TOML file",
                 source=str(path),
             ) from None
-        return cls.from_toml_text(text, source=str(path), check=check)
+        return cls.from_toml_text(
+            text, source=str(path), check=check, max_configurations=max_configurations
+        )
 
     @classmethod
-    def from_toml_text(cls, text: str, source: str | None = None, *, check: bool = True) -> Sweep:
+    def from_toml_text(
+        cls,
+        text: str,
+        source: str | None = None,
+        *,
+        check: bool = True,
+        max_configurations: int | None = None,
+    ) -> Sweep:
         """Parse TOML text."""
         import tomllib
 
@@ -188,7 +217,13 @@ class Sweep:
             raise SpecError(
                 f"invalid TOML: {exc}", line=int(m.group(1)) if m else None, source=source
             ) from None
-        return cls(spec, source=source, positions=toml_positions(text), check=check)
+        return cls(
+            spec,
+            source=source,
+            positions=toml_positions(text),
+            check=check,
+            max_configurations=max_configurations,
+        )
 
     # ------------------------------------------------------------------ grids
     def _parse_grids(
@@ -293,6 +328,26 @@ class Sweep:
                 )
             seen[c] = i
         return vals
+
+    def _check_count(self, values: list[list[tuple]], limit: int | None, ctx: _Context) -> None:
+        """Refuse a grid of more than ``limit`` configurations, counted without building any
+        (the product of the axes' lengths, exact in Python integers)."""
+        if limit is None:
+            limit = MAX_CONFIGURATIONS
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"max_configurations must be an integer >= 1, got {limit!r}")
+        count = math.prod(len(v) for v in values)
+        if count <= limit:
+            return
+        sizes = " x ".join(str(len(v)) for v in values)
+        raise ctx.error(
+            f"the grid has {count:,} configurations ({sizes} over {self.grid_keys}), more than "
+            f"the limit of {limit:,} (each is built, hashed and held in memory before anything "
+            f"runs); shrink the grid, split it into several sweeps, or raise the limit: "
+            f"convkit sweep --max-configurations {count}, or "
+            f"Sweep(..., max_configurations={count})",
+            ("grid",),
+        )
 
     def _expand(self, values: list[list[tuple]], ctx: _Context) -> list[Configuration]:
         out: list[Configuration] = []
