@@ -66,11 +66,11 @@ def test_svmlight_binary_labels_and_errors(tmp_path):
         ds.load_svmlight(bad, use_sklearn=False)
     with pytest.raises(FileNotFoundError, match="path must be an existing svmlight file"):
         ds.load_svmlight(tmp_path / "missing.svm")
-    with pytest.raises(ValueError, match="n_features must be >= 2"):
+    with pytest.raises(ValueError, match=r"labels.svm:2: .*n_features >= 2"):
         ds.load_svmlight(path, n_features=1, use_sklearn=False)
     nan = tmp_path / "nan.svm"
     nan.write_text("1 1:nan\n-1 2:1\n")
-    with pytest.raises(ValueError, match="X must contain only finite values"):
+    with pytest.raises(ValueError, match=r"nan.svm:1: .*must be a finite number"):
         ds.load_svmlight(nan, use_sklearn=False)
 
 

@@ -3,7 +3,8 @@
 * :func:`breast_cancer`: scikit-learn's bundled Wisconsin breast-cancer set (569 x 30),
   standardised features, labels in {-1, +1} (needs the ``data`` extra: scikit-learn);
 * :func:`load_svmlight`: an svmlight/LIBSVM file as a sparse CSR matrix (through
-  :func:`sklearn.datasets.load_svmlight_file` when available, else a small pure-Python parser);
+  :func:`sklearn.datasets.load_svmlight_file` when available, else a small pure-Python parser;
+  both refuse the same files, with errors naming the file and line);
 * synthetic generators: :func:`synthetic_least_squares`, :func:`synthetic_logistic`,
   :func:`synthetic_sparse`;
 * worker splits (lists of row-index arrays, the ``partition`` of
@@ -29,6 +30,7 @@ from ..validation import check_finite_array, check_int, check_real
 from .least_squares import _random_orthogonal, spectrum
 
 __all__ = [
+    "MAX_FEATURES",
     "Dataset",
     "binary_labels",
     "breast_cancer",
@@ -133,25 +135,56 @@ def breast_cancer(standardize: bool = True) -> Dataset:
     return Dataset(X, np.where(y == 1, 1.0, -1.0), "breast_cancer")
 
 
+#: Default largest number of features (columns) :func:`load_svmlight` accepts: a feature
+#: index beyond it is refused at the line that holds it, before any array of that many
+#: entries exists (1e8 covers the LIBSVM collection's largest sets, kdd2012 has 54.7e6).
+MAX_FEATURES = 10**8
+#: The largest ``max_features``: LIBSVM (and scikit-learn's reader) hold indices as C ints.
+_INDEX_CEILING = 2**31 - 1
+
+
 def load_svmlight(
     path: str | Path,
     n_features: int | None = None,
     binary: bool = False,
     zero_based: bool | str = "auto",
     use_sklearn: bool | None = None,
+    max_features: int = MAX_FEATURES,
 ) -> Dataset:
     """Read an svmlight/LIBSVM file (``label idx:value ...`` per line) into a CSR matrix.
 
     ``binary=True`` maps the two label values to {-1, +1}.  Column indices are 1-based in
     LIBSVM files; ``zero_based="auto"`` treats them as 0-based only if a 0 index occurs (the
-    rule of scikit-learn).  ``use_sklearn=None`` uses scikit-learn when installed."""
+    rule of scikit-learn).  ``use_sklearn=None`` uses scikit-learn when installed (its
+    compiled parser), else a pure-Python parser; both accept and refuse the same files:
+
+    * an empty file (or one of comments and blank lines only) is refused;
+    * a line's indices must be strictly increasing, as the LIBSVM format states: a
+      duplicate index (``2:1 2:5``) or a decreasing one is refused, never summed or sorted;
+    * labels and values must be finite numbers; ``qid:`` entries and ``#`` comments are
+      ignored;
+    * the number of features ``d`` (largest index + 1 for 0-based, the largest index for
+      1-based files, or ``n_features``) must be at most ``max_features`` (default
+      :data:`MAX_FEATURES` = 1e8, at most ``2^31 - 1``): a larger index is refused at its
+      line, before any array of ``d`` entries is allocated.
+
+    Every error about the content is a ``ValueError`` that names the file and the line
+    (``path:line: ...``); scikit-learn's own messages are replaced by those of the
+    pure-Python parser, which re-reads the file only on that error path.
+    """
     import scipy.sparse as sp
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path must be an existing svmlight file, got {str(path)!r}")
+    max_features = check_int("max_features", max_features, low=1, high=_INDEX_CEILING)
     if n_features is not None:
         n_features = check_int("n_features", n_features, low=1)
+        if n_features > max_features:
+            raise ValueError(
+                f"n_features must be <= max_features = {max_features}, got {n_features} "
+                "(raise max_features, at most 2^31 - 1, for wider data)"
+            )
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
     if use_sklearn is None:
@@ -162,60 +195,145 @@ def load_svmlight(
         except ImportError:
             use_sklearn = False
     if use_sklearn:
-        from sklearn.datasets import load_svmlight_file
-
-        X, y = load_svmlight_file(
-            str(path), n_features=n_features, zero_based=zero_based, dtype=np.float64
-        )
+        X, y = _read_with_sklearn(path, n_features, zero_based, max_features)
         X = sp.csr_matrix(X)
     else:
-        X, y = _parse_svmlight(path, n_features, zero_based)
+        X, y = _parse_svmlight(path, n_features, zero_based, max_features)
     if binary:
         y = binary_labels(y)
     return Dataset(X, y, path.stem)
 
 
-def _parse_svmlight(path: Path, n_features: int | None, zero_based: bool | str) -> tuple[Any, Any]:
-    """Pure-Python svmlight parser (comments after '#', optional ``qid:`` ignored)."""
+def _read_with_sklearn(
+    path: Path, n_features: int | None, zero_based: bool | str, max_features: int
+) -> tuple[Any, Any]:
+    """scikit-learn's reader with the checks of :func:`_parse_svmlight`: on any refusal (its
+    own, or a result that breaks a rule: no rows, too many features, non-finite entries)
+    the pure-Python parser re-reads the file and raises its message with the line."""
+    from sklearn.datasets import load_svmlight_file
+
+    try:
+        X, y = load_svmlight_file(
+            str(path), n_features=n_features, zero_based=zero_based, dtype=np.float64
+        )
+    except (ValueError, OverflowError) as exc:
+        _parse_svmlight(path, n_features, zero_based, max_features)  # raises with the line
+        raise ValueError(f"{path}: {exc}") from exc
+    data = X.data if hasattr(X, "data") else np.asarray(X)
+    if (
+        X.shape[0] == 0
+        or X.shape[1] > max_features
+        or not np.all(np.isfinite(data))
+        or not np.all(np.isfinite(y))
+    ):
+        _parse_svmlight(path, n_features, zero_based, max_features)  # raises with the line
+        raise ValueError(f"{path}: refused (no data rows, d > {max_features} or non-finite)")
+    return X, y
+
+
+def _parse_svmlight(
+    path: Path,
+    n_features: int | None,
+    zero_based: bool | str,
+    max_features: int = MAX_FEATURES,
+) -> tuple[Any, Any]:
+    """Pure-Python svmlight parser (comments after '#', ``qid:`` ignored) with the rules of
+    :func:`load_svmlight`; errors name ``path:line``."""
     import scipy.sparse as sp
 
-    labels, indptr, cols, vals = [], [0], [], []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, 1):
+    labels: list[float] = []
+    indptr, cols, vals, row_line = [0], [], [], []
+    with open(path, "rb") as fh:
+        for lineno, raw_bytes in enumerate(fh, 1):
+            where = f"{path}:{lineno}"
+            try:
+                raw = raw_bytes.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{where}: not UTF-8 text ({exc.reason})") from exc
             line = raw.split("#", 1)[0].strip()
             if not line:
                 continue
             parts = line.split()
-            try:
-                labels.append(float(parts[0]))
-                for tok in parts[1:]:
-                    key, _, val = tok.partition(":")
-                    if key == "qid":
-                        continue
-                    cols.append(int(key))
-                    vals.append(float(val))
-            except ValueError as exc:
-                raise ValueError(
-                    f"{path}:{lineno}: malformed svmlight line {raw.strip()!r}"
-                ) from exc
+            labels.append(_number(parts[0], where, "label", raw))
+            prev = -1
+            for tok in parts[1:]:
+                key, sep, val = tok.partition(":")
+                if key == "qid":
+                    continue
+                try:
+                    if not sep:
+                        raise ValueError(tok)
+                    idx = int(key)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"{where}: malformed svmlight pair {tok!r} (expected index:value) in "
+                        f"the line {raw.strip()!r}"
+                    ) from exc
+                if idx < 0:
+                    raise ValueError(f"{where}: feature index {idx} < 0 in {tok!r}")
+                if idx > max_features:
+                    raise ValueError(
+                        f"{where}: feature index {idx} beyond the limit max_features = "
+                        f"{max_features} (refused before allocating; pass a larger "
+                        "max_features, at most 2^31 - 1, for wider data)"
+                    )
+                if idx <= prev:
+                    raise ValueError(
+                        f"{where}: feature index {idx} after {prev}: a line's indices must be "
+                        "strictly increasing (LIBSVM format; a duplicate index is refused, "
+                        "not summed)"
+                    )
+                prev = idx
+                cols.append(idx)
+                vals.append(_number(val, where, f"value of index {idx}", raw))
             indptr.append(len(cols))
+            row_line.append(lineno)
     if not labels:
-        raise ValueError(f"{path}: no data rows")
+        raise ValueError(
+            f"{path}: no data rows (the file is empty or holds only comments and blank "
+            "lines); an svmlight file has one 'label index:value ...' line per row"
+        )
     c = np.asarray(cols, dtype=np.int64)
+    ptr = np.asarray(indptr, dtype=np.int64)
+
+    def line_of(entry: int) -> str:
+        return f"{path}:{row_line[int(np.searchsorted(ptr, entry, side='right')) - 1]}"
+
     shift = 0 if (zero_based is True or (zero_based == "auto" and c.size and c.min() == 0)) else 1
     c = c - shift
     if c.size and c.min() < 0:
-        raise ValueError(f"{path}: feature index below {shift} (zero_based={zero_based!r})")
+        raise ValueError(
+            f"{line_of(int(np.argmin(c)))}: feature index 0 in a 1-based file "
+            f"(zero_based={zero_based!r}); pass zero_based=True or 'auto' for 0-based indices"
+        )
     d = int(c.max()) + 1 if c.size else 0
+    if d > max_features:
+        raise ValueError(
+            f"{line_of(int(np.argmax(c)))}: feature index {d - 1} (0-based) gives "
+            f"{d} features, beyond the limit max_features = {max_features}"
+        )
     if n_features is not None:
         if n_features < d:
             raise ValueError(
-                f"n_features must be >= {d} (the largest index in the file), got {n_features}"
+                f"{line_of(int(np.argmax(c)))}: feature index {d - 1 + shift} needs "
+                f"n_features >= {d}, got n_features = {n_features}"
             )
         d = n_features
-    X = sp.csr_matrix((np.asarray(vals), c, np.asarray(indptr)), shape=(len(labels), d))
-    X.sum_duplicates()
+    X = sp.csr_matrix((np.asarray(vals, dtype=np.float64), c, ptr), shape=(len(labels), d))
     return X, np.asarray(labels)
+
+
+def _number(token: str, where: str, what: str, raw: str) -> float:
+    """``token`` as a finite float, or a ``ValueError`` naming ``where`` (``path:line``)."""
+    try:
+        v = float(token)
+    except ValueError as exc:
+        raise ValueError(
+            f"{where}: malformed svmlight {what} {token!r} in the line {raw.strip()!r}"
+        ) from exc
+    if not np.isfinite(v):
+        raise ValueError(f"{where}: the {what} must be a finite number, got {token!r}")
+    return v
 
 
 # ---------------------------------------------------------------------- synthetic data
