@@ -171,39 +171,39 @@ def checks(data: pd.DataFrame) -> list[dict]:
         fe = _fit(data, order, "wavg2")
         verdict, reason = V.exponent_verdict(fe.interval, -1.0, (-0.5, -2.0), side="at_most")
         out.append(
-            {
-                "result": "choco.rate_strongly_convex: weighted average (t + a)^2 is O(1/T)",
-                "setting": f"{setting}; {ORDERS[order]}",
-                "measured": plain(fe.slope),
-                "theoretical": -1.0,
-                "verdict": verdict,
-                "reason": f"{reason}; interval [{plain(fe.interval[0])}, {plain(fe.interval[1])}]"
+            V.check_row(
+                result="choco.rate_strongly_convex: weighted average (t + a)^2 is O(1/T)",
+                setting=f"{setting}; {ORDERS[order]}",
+                measured=plain(fe.slope),
+                theoretical=-1.0,
+                verdict=verdict,
+                reason=f"{reason}; interval [{plain(fe.interval[0])}, {plain(fe.interval[1])}]"
                 f", chi2/dof {plain(fe.chi2_dof)}",
-            }
+            )
         )
         for it in ("last", "avg", "wavg1"):
             fi = _fit(data, order, it)
             out.append(
-                {
-                    "result": f"CHOCO-SGD slope of the {ITERATES[it][0]} (no claim)",
-                    "setting": f"{setting}; {ORDERS[order]}",
-                    "measured": plain(fi.slope),
-                    "theoretical": "-",
-                    "verdict": V.MEASURED,
-                    "reason": f"interval [{plain(fi.interval[0])}, {plain(fi.interval[1])}]",
-                }
+                V.check_row(
+                    result=f"CHOCO-SGD slope of the {ITERATES[it][0]} (no claim)",
+                    setting=f"{setting}; {ORDERS[order]}",
+                    measured=plain(fi.slope),
+                    theoretical="-",
+                    verdict=V.MEASURED,
+                    reason=f"interval [{plain(fi.interval[0])}, {plain(fi.interval[1])}]",
+                )
             )
     for it in ("wavg2", "last"):
         r = data[(data.kind == "ratio") & (data.iterate == it)].sort_values("T").iloc[-1]
         out.append(
-            {
-                "result": f"CHOCO-SGD reference-code order / paper order, {ITERATES[it][0]} (no claim)",
-                "setting": f"{_setting(data)}; paired ratio of excess risks at T = {int(r['T'])}",
-                "measured": plain(r["mean"]),
-                "theoretical": "-",
-                "verdict": V.MEASURED,
-                "reason": f"paired ratio {plain(r['mean'])} +- {plain(1.96 * r['se'])} (95 %)",
-            }
+            V.check_row(
+                result=f"CHOCO-SGD reference-code order / paper order, {ITERATES[it][0]} (no claim)",
+                setting=f"{_setting(data)}; paired ratio of excess risks at T = {int(r['T'])}",
+                measured=plain(r["mean"]),
+                theoretical="-",
+                verdict=V.MEASURED,
+                reason=f"paired ratio {plain(r['mean'])} +- {plain(1.96 * r['se'])} (95 %)",
+            )
         )
     return out
 

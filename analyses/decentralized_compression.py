@@ -280,17 +280,17 @@ def checks(data: pd.DataFrame) -> list[dict]:
         f"target {TARGET:g}; levels {FAMILIES}"
     )
     out = [
-        {
-            "result": f"most aggressive working compression of {m}",
-            "setting": setting,
-            "measured": "; ".join(
+        V.check_row(
+            result=f"most aggressive working compression of {m}",
+            setting=setting,
+            measured="; ".join(
                 f"{r.family}: {r.level}" + (f" ({plain(r.bits, 3)} bits)" if r.bits != "-" else "")
                 for r in ma[ma.method == m].itertuples()
             ),
-            "theoretical": "-",
-            "verdict": V.MEASURED,
-            "reason": "level = k (of d = 32), s or b; 'none' = no level worked",
-        }
+            theoretical="-",
+            verdict=V.MEASURED,
+            reason="level = k (of d = 32), s or b; 'none' = no level worked",
+        )
         for m in METHODS
     ]
     ds = ma[ma.method == "DeepSqueeze"].set_index("family")
@@ -318,15 +318,15 @@ def checks(data: pd.DataFrame) -> list[dict]:
         else:
             verdict = V.VIOLATED
         out.append(
-            {
-                "result": f"DeepSqueeze tolerates higher compression than {other}",
-                "setting": setting,
-                "measured": f"more aggressive in {better or 'none'}; less in {worse or 'none'}; "
+            V.check_row(
+                result=f"DeepSqueeze tolerates higher compression than {other}",
+                setting=setting,
+                measured=f"more aggressive in {better or 'none'}; less in {worse or 'none'}; "
                 f"equal in {same or 'none'}; both work at the grid's end in {cens or 'none'}",
-                "theoretical": "more aggressive working level in every family (Tang et al. 2019) "
+                theoretical="more aggressive working level in every family (Tang et al. 2019) "
                 "[paper]",
-                "verdict": verdict,
-                "reason": (
+                verdict=verdict,
+                reason=(
                     "no family where DeepSqueeze works at a more aggressive level; "
                     + ("equal where the grid resolves it" if same else "")
                     if verdict == V.VIOLATED and not worse
@@ -336,7 +336,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 + ", ".join(
                     f"{fam} {_b(ds.loc[fam, 'bits'])}/{_b(ot.loc[fam, 'bits'])}" for fam in ds.index
                 ),
-            }
+            )
         )
     return out
 

@@ -344,15 +344,13 @@ def checks(data: pd.DataFrame) -> list[dict]:
     z = ls.drop_duplicates("split")
     err = float(np.max(np.abs(z["zeta2_measured"] - z["zeta2"]) / np.maximum(z["zeta2"], 1.0)))
     out.append(
-        {
-            "result": "least squares with node optima: zeta^2 exact by construction",
-            "setting": f"d={D}, P={C.P}, zeta^2 in {sorted(set(z.zeta2))}",
-            "measured": f"largest relative error of (1/P) sum ||grad f_i(x*)||^2: {err:.2g}",
-            "theoretical": "0 (to rounding)",
-            **dict(
-                zip(("verdict", "reason"), V.verdict_of(err < 1e-10, "below 1e-10", "above 1e-10"))
-            ),
-        }
+        V.check_row(
+            "least squares with node optima: zeta^2 exact by construction",
+            f"d={D}, P={C.P}, zeta^2 in {sorted(set(z.zeta2))}",
+            f"largest relative error of (1/P) sum ||grad f_i(x*)||^2: {err:.2g}",
+            "0 (to rounding)",
+            *V.verdict_of(err < 1e-10, "below 1e-10", "above 1e-10"),
+        )
     )
     n = int(ls["steps"].iloc[0])
     for tk in sorted(set(ls.topology)):
@@ -363,19 +361,19 @@ def checks(data: pd.DataFrame) -> list[dict]:
         )
         diff, se = m1 - m0, float(np.hypot(s0, s1))
         out.append(
-            {
-                "result": "heterogeneity raises D-PSGD's stationary error (zeta^2 term of its rate)",
-                "setting": f"LS d={D}, P={C.P}, {tk}, gamma={COMMON_LS}, n={n}; error averaged "
+            V.check_row(
+                result="heterogeneity raises D-PSGD's stationary error (zeta^2 term of its rate)",
+                setting=f"LS d={D}, P={C.P}, {tk}, gamma={COMMON_LS}, n={n}; error averaged "
                 "over the last quarter of the record points",
-                "measured": f"zeta^2=0: {m0:.3g}±{s0:.1g}; zeta^2=10: {m1:.3g}±{s1:.1g}",
-                "theoretical": "larger with zeta^2 (Lian et al. 2017) [classic]",
-                "verdict": V.HOLDS
+                measured=f"zeta^2=0: {m0:.3g}±{s0:.1g}; zeta^2=10: {m1:.3g}±{s1:.1g}",
+                theoretical="larger with zeta^2 (Lian et al. 2017) [classic]",
+                verdict=V.HOLDS
                 if diff > 3 * se
                 else V.VIOLATED
                 if diff < -3 * se
                 else V.INCONCLUSIVE,
-                "reason": f"difference {diff:.3g}, 3 SE = {3 * se:.2g}",
-            }
+                reason=f"difference {diff:.3g}, 3 SE = {3 * se:.2g}",
+            )
         )
     bt = bits_to_target(data)
     for kind in ("fixed", "relative"):
@@ -407,24 +405,22 @@ def _bits_checks(tuned: pd.DataFrame, kind: str, n: int) -> list[dict]:
         total = wins + losses + ties
         verdict = V.HOLDS if wins == total else V.VIOLATED if losses else V.INCONCLUSIVE
         out.append(
-            {
-                "result": f"DeepSqueeze reaches the target error with fewer bits than {other} "
+            V.check_row(
+                result=f"DeepSqueeze reaches the target error with fewer bits than {other} "
                 '("outperforms existing compression-based methods")',
-                "setting": f"every setting of this study at tuned steps; {kind} target "
+                setting=f"every setting of this study at tuned steps; {kind} target "
                 "(fixed: 0.02 LS, 5% of initial logistic; relative: 2x D-PSGD's floor); bits "
                 "to target with intervals from the crossings of mean -+ 2 SE",
-                "measured": f"DeepSqueeze fewer bits in {wins} of {total} settings, more in "
+                measured=f"DeepSqueeze fewer bits in {wins} of {total} settings, more in "
                 f"{losses}, overlapping or neither reaching in {ties}",
-                "theoretical": "fewer bits in every setting (Tang et al. 2019) [paper]",
-                "verdict": verdict,
-                "reason": (
-                    f"more bits on {'; '.join(lost[:5])}" + (" ..." if len(lost) > 5 else "")
-                )
+                theoretical="fewer bits in every setting (Tang et al. 2019) [paper]",
+                verdict=verdict,
+                reason=(f"more bits on {'; '.join(lost[:5])}" + (" ..." if len(lost) > 5 else ""))
                 if losses
                 else f"fewer on {'; '.join(won[:5])}"
                 if wins
                 else "no setting decided",
-            }
+            )
         )
     for zl in ZETA2:
         g = tuned[(tuned.problem == "least-squares") & (tuned.split == f"zeta2={zl}")]
@@ -437,16 +433,16 @@ def _bits_checks(tuned: pd.DataFrame, kind: str, n: int) -> list[dict]:
             for r in g.itertuples()
         )
         out.append(
-            {
-                "result": f"bits to the {kind} target error, least squares zeta^2 = {ZETA2[zl]:g}",
-                "setting": f"{kind} target "
+            V.check_row(
+                result=f"bits to the {kind} target error, least squares zeta^2 = {ZETA2[zl]:g}",
+                setting=f"{kind} target "
                 + (f"{LS_TARGET:g}" if kind == "fixed" else "2x D-PSGD's floor per graph")
                 + f", tuned steps, n={n}",
-                "measured": txt,
-                "theoretical": "-",
-                "verdict": V.MEASURED,
-                "reason": "bits at the first crossing of the mean curve",
-            }
+                measured=txt,
+                theoretical="-",
+                verdict=V.MEASURED,
+                reason="bits at the first crossing of the mean curve",
+            )
         )
     return out
 

@@ -414,15 +414,15 @@ def checks(data: pd.DataFrame) -> list[dict]:
         if iv is None:
             reason = "Delta not positive at every T: no exponent"
         out.append(
-            {
-                "result": "DeepSqueeze's network term decays like C_2 / T",
-                "setting": setting + f"; {r.topology}, k={r.k}, zeta^2={r.zeta2:g}",
-                "measured": f"exponent {plain(r.exponent, 3)}; C_2 = {r.C2:.3g} "
+            V.check_row(
+                result="DeepSqueeze's network term decays like C_2 / T",
+                setting=setting + f"; {r.topology}, k={r.k}, zeta^2={r.zeta2:g}",
+                measured=f"exponent {plain(r.exponent, 3)}; C_2 = {r.C2:.3g} "
                 f"[{r.C2_lo:.3g}, {r.C2_hi:.3g}], chi2/dof {r.chi2_dof:.2g}",
-                "theoretical": "exponent -1 (rate c/sqrt(PT) + C_2/T) [paper]",
-                "verdict": verdict,
-                "reason": reason,
-            }
+                theoretical="exponent -1 (rate c/sqrt(PT) + C_2/T) [paper]",
+                verdict=verdict,
+                reason=reason,
+            )
         )
     for (tk, k, z2), g in rate.groupby(["topology", "k", "zeta2"], sort=False):
         if k >= D:
@@ -432,19 +432,19 @@ def checks(data: pd.DataFrame) -> list[dict]:
         )
         verdict, reason = V.exponent_verdict(f.interval, 0.0, alternatives=(2.0, 1.0))
         out.append(
-            {
-                "result": "DeepSqueeze's consensus distance does not shrink with the step "
+            V.check_row(
+                result="DeepSqueeze's consensus distance does not shrink with the step "
                 "(model-sized memory), so its network term scales like gamma, not gamma^2",
-                "setting": setting + f"; {tk}, k={k}, zeta^2={z2:g}; time-averaged consensus "
+                setting=setting + f"; {tk}, k={k}, zeta^2={z2:g}; time-averaged consensus "
                 "distance against gamma_T",
-                "measured": f"exponent in gamma {f.slope:.3f} {V.interval_text(f.interval)}; "
+                measured=f"exponent in gamma {f.slope:.3f} {V.interval_text(f.interval)}; "
                 f"consensus {g.consensus.min():.3g}..{g.consensus.max():.3g}",
-                "theoretical": "exponent 0 [derived: the compressed quantity is a model]; "
+                theoretical="exponent 0 [derived: the compressed quantity is a model]; "
                 "2 if the network term were O(gamma^2) (C_2 / T with gamma ~ 1/sqrt(T))",
-                "verdict": verdict,
-                "reason": reason
+                verdict=verdict,
+                reason=reason
                 + f"; far from the gamma^2 alternative (|exponent - 2| = {abs(f.slope - 2):.2f})",
-            }
+            )
         )
     ring = fits[fits.topology == "ring"]
     for xcol, sel, inc, label in (
@@ -466,15 +466,15 @@ def checks(data: pd.DataFrame) -> list[dict]:
             continue
         verdict, txt = _ordered(sel, xcol, inc)
         out.append(
-            {
-                "result": label,
-                "setting": setting,
-                "measured": f"{xcol} -> C_2 [95%]: {txt}",
-                "theoretical": "monotone (Tang et al. 2019) [paper]",
-                "verdict": verdict,
-                "reason": "holds: consecutive 95% intervals disjoint in the claimed direction; "
+            V.check_row(
+                result=label,
+                setting=setting,
+                measured=f"{xcol} -> C_2 [95%]: {txt}",
+                theoretical="monotone (Tang et al. 2019) [paper]",
+                verdict=verdict,
+                reason="holds: consecutive 95% intervals disjoint in the claimed direction; "
                 "violated: disjoint in the other; else inconclusive",
-            }
+            )
         )
     lim = data[data.part == "limit"]
     for r in lim.itertuples():
@@ -495,18 +495,18 @@ def checks(data: pd.DataFrame) -> list[dict]:
             else:
                 verdict, reason = V.INCONCLUSIVE, "the claimed limit lies inside the bracket"
         out.append(
-            {
-                "result": "DeepSqueeze converges for gamma <= 1/(3 L sqrt(C_2)) (a sufficient "
+            V.check_row(
+                result="DeepSqueeze converges for gamma <= 1/(3 L sqrt(C_2)) (a sufficient "
                 "step limit)",
-                "setting": f"LS d={D}, L=1, {r.topology}, k={r.k}, zeta^2={r.zeta2:g}, eta={r.eta:.3g}; "
+                setting=f"LS d={D}, L=1, {r.topology}, k={r.k}, zeta^2={r.zeta2:g}, eta={r.eta:.3g}; "
                 f"bisection n={r.steps}, R={r.replicates}",
-                "measured": f"stable up to [{r.gamma_lo:.3g}, {r.gamma_hi:.3g}]; "
+                measured=f"stable up to [{r.gamma_lo:.3g}, {r.gamma_hi:.3g}]; "
                 f"1/(3 sqrt(C_2)) = {bound:.3g}",
-                "theoretical": "bound <= measured limit [paper]; C_2 here at gamma_T = "
+                theoretical="bound <= measured limit [paper]; C_2 here at gamma_T = "
                 f"{C0:g} sqrt(P/T)",
-                "verdict": verdict,
-                "reason": reason,
-            }
+                verdict=verdict,
+                reason=reason,
+            )
         )
     return out
 

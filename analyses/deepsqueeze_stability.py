@@ -368,29 +368,29 @@ def checks(data: pd.DataFrame) -> list[dict]:
             "not resolved for every pair (overlapping or equally censored brackets)",
         )
     out.append(
-        {
-            "result": "largest stable eta of DeepSqueeze shrinks as k/d shrinks",
-            "setting": base + "; ring P=8, top-k",
-            "measured": "; ".join(f"k/d={r.fraction:g}: {_fmt_eta(r)}" for r in rs),
-            "theoretical": "decreasing as k/d decreases (theory note; needs a contraction)",
-            "verdict": verdict,
-            "reason": reason,
-        }
+        V.check_row(
+            result="largest stable eta of DeepSqueeze shrinks as k/d shrinks",
+            setting=base + "; ring P=8, top-k",
+            measured="; ".join(f"k/d={r.fraction:g}: {_fmt_eta(r)}" for r in rs),
+            theoretical="decreasing as k/d decreases (theory note; needs a contraction)",
+            verdict=verdict,
+            reason=reason,
+        )
     )
     sub = eta[(eta.fraction == 0.1) & (eta.topology == "ring")].sort_values("gap")
     rs = list(sub.itertuples())
     rs_p = [int(r.P) for r in rs]
     out.append(
-        {
-            "result": "largest stable eta vs spectral gap (ring size)",
-            "setting": base + f"; top-k k/d=0.1, rings P in {sorted(rs_p)}",
-            "measured": "; ".join(f"P={r.P} (gap {r.gap:.3f}): {_fmt_eta(r)}" for r in rs),
-            "theoretical": "no explicit claim; [derived] the eigenvalues of W_eta are "
+        V.check_row(
+            result="largest stable eta vs spectral gap (ring size)",
+            setting=base + f"; top-k k/d=0.1, rings P in {sorted(rs_p)}",
+            measured="; ".join(f"P={r.P} (gap {r.gap:.3f}): {_fmt_eta(r)}" for r in rs),
+            theoretical="no explicit claim; [derived] the eigenvalues of W_eta are "
             "1 - eta (1 - lambda_i), and every even ring has lambda_n = -1/3, so a limit set "
             "by the most negative mode would not depend on P",
-            "verdict": V.MEASURED,
-            "reason": "no published claim about the ring size",
-        }
+            verdict=V.MEASURED,
+            reason="no published claim about the ring size",
+        )
     )
     # hypothesis stated before the odd ring was run: the limit is set by the most negative
     # eigenvalue of W, eta* (1 - lambda_n) = const; predict P = 5 from the P = 8 bracket
@@ -409,17 +409,17 @@ def checks(data: pd.DataFrame) -> list[dict]:
         else:
             v, why = V.INCONCLUSIVE, "the P=5 limit is censored"
         out.append(
-            {
-                "result": "largest stable eta is set by the most negative eigenvalue of W: "
+            V.check_row(
+                result="largest stable eta is set by the most negative eigenvalue of W: "
                 "eta* (1 - lambda_n) independent of the ring [hypothesis, derived here]",
-                "setting": base + "; top-k k/d=0.1; predict the odd ring P=5 "
+                setting=base + "; top-k k/d=0.1; predict the odd ring P=5 "
                 f"(lambda_n={r5.lambda_n:.3f}) from P=8 (lambda_n={r8.lambda_n:.3f})",
-                "measured": f"P=5: {_fmt_eta(r5)}",
-                "theoretical": f"predicted [{plo:.3g}, {phi:.3g}] (P=8 bracket times "
+                measured=f"P=5: {_fmt_eta(r5)}",
+                theoretical=f"predicted [{plo:.3g}, {phi:.3g}] (P=8 bracket times "
                 f"(1-lambda_n(8))/(1-lambda_n(5)) = {scale:.3f})",
-                "verdict": v,
-                "reason": why,
-            }
+                verdict=v,
+                reason=why,
+            )
         )
     # second hypothesis, formed after the odd ring gave the same limit as the even rings
     # (every ring with weights 1/3 has the same self-weight W_ii = 1/3): the limit is set by
@@ -454,18 +454,18 @@ def checks(data: pd.DataFrame) -> list[dict]:
         else:
             v, why = V.VIOLATED, "neither hypothesis consistent on every graph"
         out.append(
-            {
-                "result": "the self-weight sets the largest stable eta, eta* (1 - W_ii) = "
+            V.check_row(
+                result="the self-weight sets the largest stable eta, eta* (1 - W_ii) = "
                 "const, rather than the most negative eigenvalue, eta* (1 - lambda_n) = const "
                 "[hypotheses, formed here after the ring results]",
-                "setting": base + "; top-k k/d=0.1; uniform-weight K8 (W_ii = 1/8, "
+                setting=base + "; top-k k/d=0.1; uniform-weight K8 (W_ii = 1/8, "
                 "lambda_n = 0) and 4x4 torus (W_ii = 1/5, lambda_n = -0.6), scaled from the "
                 "ring P=8 bracket",
-                "measured": "; ".join(parts),
-                "theoretical": "hypotheses (no published claim)",
-                "verdict": v,
-                "reason": why,
-            }
+                measured="; ".join(parts),
+                theoretical="hypotheses (no published claim)",
+                verdict=v,
+                reason=why,
+            )
         )
     fits = fit_c2(data).set_index(["P", "fraction"])
     rate = data[data.part == "rate"]
@@ -504,26 +504,26 @@ def checks(data: pd.DataFrame) -> list[dict]:
     for P in (8, 16):
         txt, v, why = compare((P, 0.1), (P, 0.25))
         out.append(
-            {
-                "result": "C_2 grows with the compression error (k/d 0.25 -> 0.1)",
-                "setting": rbase + f"; ring P={P}",
-                "measured": txt,
-                "theoretical": "C_2(k/d=0.1) > C_2(k/d=0.25) (Tang et al. 2019, as summarized)",
-                "verdict": v,
-                "reason": why,
-            }
+            V.check_row(
+                result="C_2 grows with the compression error (k/d 0.25 -> 0.1)",
+                setting=rbase + f"; ring P={P}",
+                measured=txt,
+                theoretical="C_2(k/d=0.1) > C_2(k/d=0.25) (Tang et al. 2019, as summarized)",
+                verdict=v,
+                reason=why,
+            )
         )
     for f in (0.25, 0.1):
         txt, v, why = compare((16, f), (8, f))
         out.append(
-            {
-                "result": "C_2 shrinks with connectivity (ring P=16, gap 0.051 -> P=8, gap 0.195)",
-                "setting": rbase + f"; top-k k/d={f}",
-                "measured": txt,
-                "theoretical": "C_2(P=16) > C_2(P=8)",
-                "verdict": v,
-                "reason": why,
-            }
+            V.check_row(
+                result="C_2 shrinks with connectivity (ring P=16, gap 0.051 -> P=8, gap 0.195)",
+                setting=rbase + f"; top-k k/d={f}",
+                measured=txt,
+                theoretical="C_2(P=16) > C_2(P=8)",
+                verdict=v,
+                reason=why,
+            )
         )
     rms = ", ".join(
         f"P={P},k/d={f}: rms weighted log-residual {r['rms']:.2f} SE, implied gamma limit "
@@ -531,17 +531,17 @@ def checks(data: pd.DataFrame) -> list[dict]:
         for (P, f), r in fits.iterrows()
     )
     out.append(
-        {
-            "result": "rate shape c/sqrt(nT) + C_2/T fits, and gamma <= 1/(3 L sqrt(C_2))",
-            "setting": rbase + "; L = 1; gammas used "
+        V.check_row(
+            result="rate shape c/sqrt(nT) + C_2/T fits, and gamma <= 1/(3 L sqrt(C_2))",
+            setting=rbase + "; L = 1; gammas used "
             f"{G0 * np.sqrt(8 / max(Ts)):.3g}..{G0 * np.sqrt(16 / min(Ts)):.3g}",
-            "measured": rms,
-            "theoretical": "rms weighted residual ~ 1 SE if the shape fits; the step limit is "
+            measured=rms,
+            theoretical="rms weighted residual ~ 1 SE if the shape fits; the step limit is "
             "a sufficient condition only",
-            "verdict": V.MEASURED,
-            "reason": "the step limit is a sufficient condition only; the fit quality is "
+            verdict=V.MEASURED,
+            reason="the step limit is a sufficient condition only; the fit quality is "
             "reported, not judged",
-        }
+        )
     )
     return out
 

@@ -164,10 +164,6 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     return [path]
 
 
-def _verdict(vr: tuple[str, str]) -> dict[str, str]:
-    return {"verdict": vr[0], "reason": vr[1]}
-
-
 def checks(data: pd.DataFrame) -> list[dict]:
     n, R = int(data["steps"].iloc[0]), int(data["replicates"].iloc[0])
     setting = (
@@ -180,29 +176,29 @@ def checks(data: pd.DataFrame) -> list[dict]:
     st_ef = data[(data.what == "stationary") & (data.kind == "ef")].sort_values("gamma")
     ratio = (st_ef["mean"] / st_ef["gamma"] ** 2).to_numpy()
     out.append(
-        {
-            "result": "EF-SGD memory is O(gamma^2) (ef_sgd.memory)",
-            "setting": setting + "; server with P workers",
-            "measured": f"slope {ef.slope:.3f} [{ef.interval[0]:.3f}, {ef.interval[1]:.3f}], "
+        V.check_row(
+            "EF-SGD memory is O(gamma^2) (ef_sgd.memory)",
+            setting + "; server with P workers",
+            f"slope {ef.slope:.3f} [{ef.interval[0]:.3f}, {ef.interval[1]:.3f}], "
             f"chi2/dof {ef.chi2_dof:.2f}; memory/gamma^2 = {ratio[0]:.3g} at gamma="
             f"{GAMMAS[0]:g}, {ratio[-1]:.3g} at gamma={GAMMAS[-1]:g}",
-            "theoretical": "slope >= 2 (memory <= c (1-delta)/delta^2 gamma^2 G^2)",
+            "slope >= 2 (memory <= c (1-delta)/delta^2 gamma^2 G^2)",
             # an O(gamma^2) bound on a memory that vanishes as gamma -> 0 claims slope >= 2
-            **_verdict(V.exponent_verdict(ef.interval, 2.0, side="at_least")),
-        }
+            *V.exponent_verdict(ef.interval, 2.0, side="at_least"),
+        )
     )
     st = data[(data.what == "stationary") & (data.kind == "ds")]
     out.append(
-        {
-            "result": "DeepSqueeze memory does not shrink with gamma (model-sized)",
-            "setting": setting + f"; ring P={P}, eta={ETA}",
-            "measured": f"slope {ds.slope:.3f} [{ds.interval[0]:.3f}, {ds.interval[1]:.3f}], "
+        V.check_row(
+            "DeepSqueeze memory does not shrink with gamma (model-sized)",
+            setting + f"; ring P={P}, eta={ETA}",
+            f"slope {ds.slope:.3f} [{ds.interval[0]:.3f}, {ds.interval[1]:.3f}], "
             f"chi2/dof {ds.chi2_dof:.2f}; memory {st['mean'].min():.3g}..{st['mean'].max():.3g}"
             f" vs ||theta*||^2 = {float(data['theta_star_norm2'].iloc[0]):.3g}",
-            "theoretical": "does not shrink: slope >= 0, and 0 (model-sized) [derived]",
+            "does not shrink: slope >= 0, and 0 (model-sized) [derived]",
             # "does not shrink" claims slope >= 0
-            **_verdict(V.exponent_verdict(ds.interval, 0.0, side="at_least")),
-        }
+            *V.exponent_verdict(ds.interval, 0.0, side="at_least"),
+        )
     )
     return out
 

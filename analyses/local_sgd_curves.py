@@ -145,7 +145,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     else:
         verdict, reason = V.CONSISTENT_UNRESOLVED, "non-increasing, but not every gap resolved"
     out.append(
-        dict(
+        V.check_row(
             result=(
                 "more frequent communication is better pre-asymptotically "
                 "(review of Patel & Dieuleveut 2019)"
@@ -159,7 +159,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     )
     lsf = _final(data, "least_squares")
     out.append(
-        dict(
+        V.check_row(
             result="one-shot gap: logistic (large steps) against least squares (exact)",
             setting=(
                 f"{setting}; LS d=2, sigma=1, ||theta*||=10, theta0=0, C=0.9 x stability limit"
@@ -178,7 +178,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         m, se = float(f.loc["MBA", "mean"]), float(f.loc["MBA", "se"])
         asym = D / T
         out.append(
-            dict(
+            V.check_row(
                 result=f"MBA's averaged iterate against the statistical asymptote d/T ({prob})",
                 setting=setting if prob == "logistic" else f"LS as above, P={P}, T={T:g}",
                 measured=f"err(MBA) T / d = {m / asym:.3f}" + (f" ± {se / asym:.3f}" if se else ""),

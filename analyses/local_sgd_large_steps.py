@@ -142,7 +142,7 @@ def _exp_row(result, setting, fit, var, claimed, alternatives, extra="") -> dict
             f"{fit['slopes'][var]:.2f} {st.fmt_interval(iv)} "
             f"(chi2/dof {fit['chi2_dof']:.1f}, {fit['n_points']} cells{extra})"
         )
-    return dict(
+    return V.check_row(
         result=result,
         setting=setting,
         measured=measured,
@@ -175,7 +175,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         g = o[o.alpha == a]
         z = (g.ratio_to_mba - 1) / g.ratio_se
         out.append(
-            dict(
+            V.check_row(
                 result="one-shot averaging is worse than MBA (err(OSA)/err(MBA) > 1)",
                 setting=f"{setting0}, alpha={a}, {len(g)} (T, P) cells",
                 measured=(
@@ -237,7 +237,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         ok = int((excess < -zc).sum())
         worst = below.loc[below.ratio.idxmax()]
         out.append(
-            dict(
+            V.check_row(
                 result=f"sqrt(PT) evenly spaced rounds suffice (err <= (1+{eps}) err(MBA))",
                 setting=(
                     f"{setting0}, N=ceil(sqrt(PT)) < n in {len(below)} cells "
@@ -263,7 +263,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             lg = osa_table(df)
             lg = lg[lg.alpha == 0.75]
             out.append(
-                dict(
+                V.check_row(
                     result="least squares: err(OSA)/err(MBA) (exact) against logistic",
                     setting=(
                         f"LS d=2, h=(1,1), sigma=1, ||theta*||={tn:g}, theta0=0, C L={cl:.3f} "
@@ -289,7 +289,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         for why in sorted({w for *_, w in sk}):
             part = [(a, T, P) for a, T, P, w in sk if w == why]
             out.append(
-                dict(
+                V.check_row(
                     result="grid coverage of the full run (cells not simulated)",
                     setting=(
                         f"n = T/P > {cells.N_MAX} local steps"

@@ -124,7 +124,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         else:
             verdict = V.MEASURED
         out.append(
-            dict(
+            V.check_row(
                 result=f"{r.family} beats evenly spaced rounds at equal N ({r.problem})",
                 setting=sett,
                 measured=(

@@ -176,44 +176,44 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 interval = (float(meas - q * se), float(meas + q * se))
                 verdict, reason = V.exponent_verdict(interval, 0.5, alternatives=(0.0, 1.0))
             out.append(
-                {
-                    "result": f"exponent of N* in {name}",
-                    "setting": f"{setting} (interior points {int(f.n_interior)}/{int(f.n_points)}, "
+                V.check_row(
+                    result=f"exponent of N* in {name}",
+                    setting=f"{setting} (interior points {int(f.n_interior)}/{int(f.n_points)}, "
                     f"OSA enough in {f.frac_osa_enough:.0%}, MBA needed in "
                     f"{f.frac_mba_needed:.0%})",
-                    "measured": plain(meas) if np.isfinite(meas) else "-",
-                    "theoretical": 0.5,
-                    "verdict": verdict,
-                    "reason": reason,
-                }
+                    measured=plain(meas) if np.isfinite(meas) else "-",
+                    theoretical=0.5,
+                    verdict=verdict,
+                    reason=reason,
+                )
             )
     out.append(
-        {
-            "result": "err(N) non-increasing in N (log grid)",
-            "setting": "all rows",
-            "measured": plain(df["monotone"].mean()),
-            "theoretical": 1.0,
-            "verdict": V.HOLDS if bool(df["monotone"].all()) else V.VIOLATED,
-            "reason": f"non-increasing in {int(df['monotone'].sum())} of {len(df)} settings",
-        }
+        V.check_row(
+            result="err(N) non-increasing in N (log grid)",
+            setting="all rows",
+            measured=plain(df["monotone"].mean()),
+            theoretical=1.0,
+            verdict=V.HOLDS if bool(df["monotone"].all()) else V.VIOLATED,
+            reason=f"non-increasing in {int(df['monotone'].sum())} of {len(df)} settings",
+        )
     )
     for key, g in df.groupby([*SETTING[:-1], "P"]):
         g = g[g.eps == g.eps.min()].sort_values("T")
         r = g["ratio_osa_mba"].to_numpy()
         dec = bool(np.all(np.diff(r) <= 1e-12))
         out.append(
-            {
-                "result": "err(OSA)/err(MBA) decreases towards 1 as T grows",
-                "setting": ", ".join(
+            V.check_row(
+                result="err(OSA)/err(MBA) decreases towards 1 as T grows",
+                setting=", ".join(
                     f"{k}={v}" for k, v in zip([*SETTING[:-1], "P"], key, strict=True)
                 ),
-                "measured": plain(r[-1]),
-                "theoretical": 1.0,
-                "verdict": V.HOLDS if dec and r[-1] < r[0] else V.VIOLATED,
-                "reason": f"ratio {r[0]:.6g} at the smallest T, {r[-1]:.6g} at the largest"
+                measured=plain(r[-1]),
+                theoretical=1.0,
+                verdict=V.HOLDS if dec and r[-1] < r[0] else V.VIOLATED,
+                reason=f"ratio {r[0]:.6g} at the smallest T, {r[-1]:.6g} at the largest"
                 + ("" if dec else "; not monotone in T")
                 + ("" if r[-1] < r[0] else "; no decrease over the T grid"),
-            }
+            )
         )
     return out
 

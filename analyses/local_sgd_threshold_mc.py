@@ -467,26 +467,23 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                             f"fewer than {MIN_POINTS} settings with an interior N* "
                             "(1 < N* < n) to fit"
                         )
-                    out.append(
-                        dict(
-                            result=f"exponent of N* in {var} (Monte Carlo, {problem})",
-                            setting=(
-                                f"{problem}, d={D}, flat H, alpha={alpha}, eps={eps}, "
-                                f"{f['fixed']}, C={C_FRAC} gamma*, theta0=theta*"
-                            ),
-                            measured=measured,
-                            theoretical=0.5,
-                            verdict=verdict,
-                            reason=reason,
-                            slope=plain(f["slope"]) if np.isfinite(f["slope"]) else "-",
-                            interval=(
-                                [plain(v) for v in f["interval"]]
-                                if np.isfinite(f["slope"])
-                                else "-"
-                            ),
-                            n_points=int(f["n_points"]),
-                        )
+                    row = V.check_row(
+                        result=f"exponent of N* in {var} (Monte Carlo, {problem})",
+                        setting=(
+                            f"{problem}, d={D}, flat H, alpha={alpha}, eps={eps}, "
+                            f"{f['fixed']}, C={C_FRAC} gamma*, theta0=theta*"
+                        ),
+                        measured=measured,
+                        theoretical=0.5,
+                        verdict=verdict,
+                        reason=reason,
                     )
+                    # the fit itself, next to the six keys (the README reads it from here)
+                    fitted = bool(np.isfinite(f["slope"]))
+                    row["slope"] = plain(f["slope"]) if fitted else "-"
+                    row["interval"] = [plain(v) for v in f["interval"]] if fitted else "-"
+                    row["n_points"] = int(f["n_points"])
+                    out.append(row)
             th = sub[(sub.kind == "threshold") & (sub.alpha == alpha)]
             if not th.empty and "ratio_osa" in th:
                 T0 = th["T"].min()
@@ -497,7 +494,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                     for p, r, s in zip(g.P, g.ratio_osa, g.ratio_osa_se, strict=True)
                 )
                 out.append(
-                    dict(
+                    V.check_row(
                         result=f"err(OSA)/err(MBA) > 1 by > 3 paired SE ({problem})",
                         setting=f"{problem}, alpha={alpha}, T={int(T0)}",
                         measured=meas,
@@ -514,7 +511,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         m = zs.size
         zc = float(norm.ppf(1 - 0.01 / (2 * m)))
         out.append(
-            dict(
+            V.check_row(
                 result="Monte Carlo err(N)/err(MBA) agrees with the exact engine (least squares)",
                 setting=f"all {m} Local-SGD grid points; Bonferroni two-sided 1 % (|z| <= {zc:.2f})",
                 measured=(
@@ -546,7 +543,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             if v
         }
         out.append(
-            dict(
+            V.check_row(
                 result="Monte Carlo N* agrees with the exact N* (least squares)",
                 setting=(
                     f"{len(lt)} (alpha, P, T, eps) settings; MC status/exact status (same grid): "

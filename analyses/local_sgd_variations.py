@@ -93,7 +93,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         )
         rel = g.set_index(["T", "P"]).ratio_to_mba / base_r.reindex(g.set_index(["T", "P"]).index)
         out.append(
-            dict(
+            V.check_row(
                 result=f"err(OSA)/err(MBA) and N*(0.1) under the variation: {v}",
                 setting=(
                     "logistic, alpha=0.75, theta0=0 unless stated, T in {1e3, 1e4, 1e5}, "

@@ -245,14 +245,14 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
                 f"OSA - MBA = {o['diff']:.3g}, {z:.1f} paired SE (not > 3)",
             )
             out.append(
-                {
-                    "result": "OSA worse than MBA by more than 3 SE at the large step",
-                    "setting": setting,
-                    "measured": plain(float(o["ratio"])),
-                    "theoretical": "> 1",
-                    "verdict": verdict,
-                    "reason": reason + f"; err(OSA)/err(MBA) = {o['ratio']:.3g}",
-                }
+                V.check_row(
+                    result="OSA worse than MBA by more than 3 SE at the large step",
+                    setting=setting,
+                    measured=plain(float(o["ratio"])),
+                    theoretical="> 1",
+                    verdict=verdict,
+                    reason=reason + f"; err(OSA)/err(MBA) = {o['ratio']:.3g}",
+                )
             )
         # non-increasing in the rounds, within 3 SE (the SE of a step between two schedules
         # from their paired differences against MBA, combined as independent: conservative)
@@ -266,33 +266,33 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
                 for i in range(len(errs) - 1)
             ]
             out.append(
-                {
-                    "result": "excess risk non-increasing in communication rounds (OSA, N = 4, "
+                V.check_row(
+                    result="excess risk non-increasing in communication rounds (OSA, N = 4, "
                     "32, 256, MBA)",
-                    "setting": setting.replace("Polyak average", it_name),
-                    "measured": plain(errs[0] / errs[-1]),
-                    "theoretical": ">= 1",
-                    "verdict": V.VIOLATED if any(ups) else V.HOLDS,
-                    "reason": "final errors "
+                    setting=setting.replace("Polyak average", it_name),
+                    measured=plain(errs[0] / errs[-1]),
+                    theoretical=">= 1",
+                    verdict=V.VIOLATED if any(ups) else V.HOLDS,
+                    reason="final errors "
                     + ", ".join(f"{c}: {e:.3g}" for c, e in zip(LOCAL_ORDER, errs, strict=True))
                     + ("; an increase beyond 3 SE" if any(ups) else "; no increase beyond 3 SE"),
-                }
+                )
             )
     (rl, sl), (rm, sm) = ratios["large"], ratios["moderate"]
     gap = rl - rm
     se_gap = float(np.hypot(sl, sm))
     verdict = V.HOLDS if gap > 2 * se_gap else (V.VIOLATED if gap < -2 * se_gap else V.INCONCLUSIVE)
     out.append(
-        {
-            "result": "err(OSA)/err(MBA) smaller at the moderate step than at the large one",
-            "setting": f"P = {P}, gamma = {STEPS_LOCAL['large']} vs {STEPS_LOCAL['moderate']}, "
+        V.check_row(
+            result="err(OSA)/err(MBA) smaller at the moderate step than at the large one",
+            setting=f"P = {P}, gamma = {STEPS_LOCAL['large']} vs {STEPS_LOCAL['moderate']}, "
             f"T = {T}, R = {R}, Polyak average",
-            "measured": plain(rm),
-            "theoretical": f"< {plain(rl)}",
-            "verdict": verdict,
-            "reason": f"ratio {rl:.3g} +- {sl:.2g} (large) vs {rm:.3g} +- {sm:.2g} (moderate); "
+            measured=plain(rm),
+            theoretical=f"< {plain(rl)}",
+            verdict=verdict,
+            reason=f"ratio {rl:.3g} +- {sl:.2g} (large) vs {rm:.3g} +- {sm:.2g} (moderate); "
             f"difference {gap:.3g}, {gap / se_gap:.1f} SE (decided beyond 2 SE)",
-        }
+        )
     )
     dec = data[data.part == "decentralized"]
     Rd = int(dec["replicates"].iloc[0])
@@ -311,18 +311,18 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
             else:
                 verdict, how = V.INCONCLUSIVE, "brackets overlap"
             out.append(
-                {
-                    "result": f"{c} reaches the target with fewer bits than D-PSGD",
-                    "setting": f"ring of {P}, {split} split, gamma = {GAMMA_DEC}, n = {nd}, R = "
+                V.check_row(
+                    result=f"{c} reaches the target with fewer bits than D-PSGD",
+                    setting=f"ring of {P}, {split} split, gamma = {GAMMA_DEC}, n = {nd}, R = "
                     f"{Rd}, target excess risk {TARGET} (last iterate)",
-                    "measured": plain(float(r["bits"] / base["bits"]))
+                    measured=plain(float(r["bits"] / base["bits"]))
                     if np.isfinite(r["bits"]) and np.isfinite(base["bits"])
                     else "target not reached",
-                    "theoretical": "< 1",
-                    "verdict": verdict,
-                    "reason": f"{how}: {c} [{r['bits_lo']:.3g}, {r['bits_hi']:.3g}] bits, D-PSGD "
+                    theoretical="< 1",
+                    verdict=verdict,
+                    reason=f"{how}: {c} [{r['bits_lo']:.3g}, {r['bits_hi']:.3g}] bits, D-PSGD "
                     f"[{base['bits_lo']:.3g}, {base['bits_hi']:.3g}] bits",
-                }
+                )
             )
     fi = _final(dec, split="iid", iterate="last")
     fl = _final(dec, split="label", iterate="last")
@@ -332,16 +332,16 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         d = float(fl.loc[c, "mean"] - fi.loc[c, "mean"])
         se = float(np.hypot(fl.loc[c, "se"], fi.loc[c, "se"]))
         out.append(
-            {
-                "result": f"{c}: final excess risk, label split / iid split",
-                "setting": f"ring of {P}, gamma = {GAMMA_DEC}, n = {nd}, R = {Rd}, last iterate; "
+            V.check_row(
+                result=f"{c}: final excess risk, label split / iid split",
+                setting=f"ring of {P}, gamma = {GAMMA_DEC}, n = {nd}, R = {Rd}, last iterate; "
                 f"label split zeta^2 = {zeta2:.2g}, sigma^2 = {sigma2:.2g}",
-                "measured": plain(float(fl.loc[c, "mean"] / fi.loc[c, "mean"])),
-                "theoretical": "-",
-                "verdict": V.MEASURED,
-                "reason": f"label {fl.loc[c, 'mean']:.3g}, iid {fi.loc[c, 'mean']:.3g}; "
+                measured=plain(float(fl.loc[c, "mean"] / fi.loc[c, "mean"])),
+                theoretical="-",
+                verdict=V.MEASURED,
+                reason=f"label {fl.loc[c, 'mean']:.3g}, iid {fi.loc[c, 'mean']:.3g}; "
                 f"difference {d / se:.1f} SE (independent runs)",
-            }
+            )
         )
     return out
 

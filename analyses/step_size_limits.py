@@ -347,15 +347,15 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
             f"relative difference {rel:.2g} > tolerance {tol:.2g} (bracket + 3 x horizon bias)",
         )
         out.append(
-            {
-                "result": "exact divergence boundary = derived mean-square limit",
-                "setting": _setting(r) + f", exact recursion, n = {int(r['exact_steps'])}, "
+            V.check_row(
+                result="exact divergence boundary = derived mean-square limit",
+                setting=_setting(r) + f", exact recursion, n = {int(r['exact_steps'])}, "
                 f"F = {r['exact_factor']:g}",
-                "measured": plain(r["exact_gamma"], 7),
-                "theoretical": plain(r["gamma_derived"], 7),
-                "verdict": verdict,
-                "reason": reason,
-            }
+                measured=plain(r["exact_gamma"], 7),
+                theoretical=plain(r["gamma_derived"], 7),
+                verdict=verdict,
+                reason=reason,
+            )
         )
     br = mc_brackets(data)
     d_of = dict(zip(lim["design"] + lim["spectrum"] + lim["b"].astype(str), lim["d"], strict=True))
@@ -386,28 +386,28 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
             )
         mid = math.sqrt(lo * hi) if lo > 0 and math.isfinite(hi) else (hi if lo == 0 else lo)
         out.append(
-            {
-                "result": "Monte Carlo divergence boundary / derived mean-square limit",
-                "setting": setting,
-                "measured": plain(mid, 4),
-                "theoretical": 1.0,
-                "verdict": verdict,
-                "reason": reason,
-            }
+            V.check_row(
+                result="Monte Carlo divergence boundary / derived mean-square limit",
+                setting=setting,
+                measured=plain(mid, 4),
+                theoretical=1.0,
+                verdict=verdict,
+                reason=reason,
+            )
         )
     for design, g in lim.groupby("design", sort=False):
         ratio = (g["gamma_sufficient"] / g["exact_lo"]).to_numpy(float)
         ok = bool(np.all(ratio <= 1.0 + 1e-9))
         out.append(
-            {
-                "result": "sufficient bound 2b/(R^2 + (b-1)L) <= measured boundary",
-                "setting": f"{design}, {len(g)} settings (spectra x b)",
-                "measured": plain(float(ratio.max()), 4),
-                "theoretical": 1.0,
-                "verdict": V.HOLDS if ok else V.VIOLATED,
-                "reason": f"sufficient / exact boundary between {ratio.min():.3g} and "
+            V.check_row(
+                result="sufficient bound 2b/(R^2 + (b-1)L) <= measured boundary",
+                setting=f"{design}, {len(g)} settings (spectra x b)",
+                measured=plain(float(ratio.max()), 4),
+                theoretical=1.0,
+                verdict=V.HOLDS if ok else V.VIOLATED,
+                reason=f"sufficient / exact boundary between {ratio.min():.3g} and "
                 f"{ratio.max():.3g} over the settings",
-            }
+            )
         )
     return out
 
