@@ -187,3 +187,43 @@ def test_paired_ratio_single_replicate_and_bad_shapes():
         paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="single must be 'raise' or 'nan'"):
         paired_ratio([1.0, 2.0], [1.0, 2.0], single="zero")
+
+
+# ============================================================================ no rows by hand
+def _hand_built_rows(path: Path) -> list[int]:
+    """Lines of ``path`` where a check row is built by hand: a dict display or a ``dict(...)``
+    call with a ``verdict`` key."""
+    import ast
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict":
+            keys = [k.arg for k in node.keywords]
+        else:
+            continue
+        if "verdict" in keys:
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("folder", ["analyses", "convkit/bounds"])
+def test_rows_are_built_by_check_row(folder):
+    """Analyses and topic modules build their rows with ``check_row`` (validated where they are
+    written), not as dicts by hand; the registry's ``crashed`` rows are the one exception."""
+    found = {
+        p.name: lines
+        for p in sorted((ROOT / folder).glob("*.py"))
+        if p.name != "registry.py" and (lines := _hand_built_rows(p))
+    }
+    assert not found, f"rows built by hand (file: lines): {found}"
+
+
+def test_topic_modules_import_no_private_helpers():
+    import re
+
+    for p in sorted((ROOT / "convkit" / "bounds").glob("*.py")):
+        text = p.read_text()
+        assert not re.search(r"from convkit\.bounds\.checking import[^\n]*\b_\w", text), p.name
+        assert not re.search(r"from convkit\.bounds\.checking import \([^)]*\b_\w", text), p.name
