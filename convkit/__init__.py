@@ -18,6 +18,7 @@ import importlib
 from typing import Any
 
 from . import problems
+from ._kernel_switch import kernels, kernels_enabled
 from ._version import __version__
 from .algorithms.base import Algorithm
 from .algorithms.local import MBA, OSA, LocalSGD
@@ -86,6 +87,8 @@ __all__ = [
     "Result",
     "Rounds",
     "__version__",
+    "kernels",
+    "kernels_enabled",
     "problems",
     "simulate",
 ]

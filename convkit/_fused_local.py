@@ -60,28 +60,42 @@ reassociated differently by the two kernels; ``tests/test_fused_local.py``);
 a block's numbers depending on its stream only, they are bit-identical for any thread count,
 ``memory_limit`` or Dask.
 
-Switches: as :mod:`convkit._logistic_kernels` (``CONVKIT_NO_NUMBA=1``, or
-``convkit._kernels._KERNEL = None`` for "the generic path"); ``_KERNEL = None`` here disables
-this fusion only.
+When: :class:`FusedLocalSegments` is an execution path of the run plan
+(:mod:`convkit.plan`): it supports a call of plain Local-SGD on these problems (NumPy, float64,
+no weighted averages) while the compiled kernels are on (``convkit.kernels``) and numba is
+usable; the engine then runs it without deciding again.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from . import _fastexp, _kernels
+from . import _fastexp
 from ._jit import cacheable
+from ._kernel_switch import kernels_enabled
+from .plan import RunPlan, kernels_unavailable
 
-__all__ = ["MAX_SEGMENT", "FusedLocal", "fused_local_plan", "segment_ends", "segment_kernel"]
+__all__ = [
+    "FUSED_LEAST_SQUARES",
+    "FUSED_LOGISTIC",
+    "MAX_SEGMENT",
+    "FusedLocal",
+    "FusedLocalSegments",
+    "segment_ends",
+    "segment_kernel",
+]
 
 #: the longest segment of one compiled call (progress, cancellation and timing in between)
 MAX_SEGMENT = 2048
 
-_KERNEL: Any = "auto"
+#: the compiled segment kernels (a cache): "auto" until first use, then a dict keyed
+#: ``(kind, d)``, or None when numba cannot be used
+_COMPILED: Any = "auto"
 
 
 #: dimensions up to this one get a kernel compiled for their value (loops unrolled)
@@ -97,18 +111,18 @@ _INLINED = dict(
 def segment_kernel(d: int = 0, kind: str = "logistic") -> Any:
     """The compiled segment kernel of ``kind`` (``"logistic"``, ``"least_squares"``) for
     dimension ``d`` (its own compilation for ``d <= _UNROLL_D``, one for all larger ``d``), or
-    None when numba cannot be used (or it is switched off)."""
-    global _KERNEL
-    if _kernels._KERNEL is None:
+    None when numba cannot be used or the kernels are switched off (``convkit.kernels``)."""
+    global _COMPILED
+    if not kernels_enabled():
         return None
-    if isinstance(_KERNEL, str):
-        _KERNEL = None if _numba() is None else {}
-    if _KERNEL is None:
+    if isinstance(_COMPILED, str):
+        _COMPILED = None if _numba() is None else {}
+    if _COMPILED is None:
         return None
     key = (kind, d if 0 < d <= _UNROLL_D else 0)
-    if key not in _KERNEL:
-        _KERNEL[key] = (_compile if kind == "logistic" else _compile_ls)(key[1])
-    return _KERNEL[key]
+    if key not in _COMPILED:
+        _COMPILED[key] = (_compile if kind == "logistic" else _compile_ls)(key[1])
+    return _COMPILED[key]
 
 
 def _numba() -> Any:
@@ -348,30 +362,56 @@ def _compile_ls(D: int) -> Any:
     return segment
 
 
-def fused_local_plan(run: Any) -> str | None:
-    """The kernel kind that runs the call described by ``run`` (:class:`convkit.simulate._Run`)
-    by segments, or None: every algorithm plain Local-SGD, NumPy in float64, no weighted
-    averages, and online logistic regression (``"logistic"``) or Gaussian least squares
-    without rotation (``"least_squares"``)."""
-    from .algorithms.local import LocalSGD
-    from .problems.least_squares import LeastSquares
-    from .problems.logistic import LogisticRegression
+@dataclass(frozen=True)
+class FusedLocalSegments:
+    """The execution path of whole segments of local steps on one problem kind
+    (``"logistic"``: online :class:`~convkit.problems.logistic.LogisticRegression`;
+    ``"least_squares"``: :class:`~convkit.problems.least_squares.LeastSquares` with its
+    unrotated Gaussian design), for :func:`convkit.plan.plan`."""
 
-    prob = run.problem
-    if type(prob) is LogisticRegression:
-        kind = "logistic"
-    elif type(prob) is LeastSquares and prob.design == "gaussian" and prob.Q is None:
-        kind = "least_squares"
-    else:
-        return None
-    ok = (
-        run.be.name == "numpy"
-        and np.dtype(run.be.float_dtype) == np.float64
-        and all(type(a) is LocalSGD for a in run.algos)
-        and not any(tau is not None for tau in run.weight_shifts)
-        and segment_kernel(prob.d, kind) is not None
-    )
-    return kind if ok else None
+    kind: str
+
+    @property
+    def name(self) -> str:
+        return "fused-local-" + self.kind.replace("_", "-")
+
+    def supports(self, plan: RunPlan) -> tuple[bool, str]:
+        """Every algorithm plain Local-SGD on this problem kind, NumPy in float64, no weighted
+        averages, compiled kernels on and numba usable."""
+        from .algorithms.local import LocalSGD
+        from .problems.least_squares import LeastSquares
+        from .problems.logistic import LogisticRegression
+
+        prob = plan.problem
+        if plan.engine != "simulate":
+            return False, "Monte Carlo engine only"
+        if self.kind == "logistic":
+            if type(prob) is not LogisticRegression:
+                return False, f"the problem is a {type(prob).__name__}, not a LogisticRegression"
+        elif not (type(prob) is LeastSquares and prob.design == "gaussian" and prob.Q is None):
+            return False, "the problem is not LeastSquares with an unrotated Gaussian design"
+        if plan.backend is None or plan.backend.name != "numpy" or plan.dtype != "float64":
+            return False, "the kernels run NumPy float64 states only"
+        others = sorted({type(a).__name__ for a in plan.algorithms if type(a) is not LocalSGD})
+        if others:
+            return False, f"not every algorithm is plain LocalSGD: {others}"
+        if plan.weighted:
+            return False, "the weighted averages (weight_shift) are recorded step by step"
+        why = kernels_unavailable(plan)
+        if why is not None:
+            return False, why
+        return True, (
+            f"every algorithm plain Local-SGD on {type(prob).__name__} (NumPy, float64): "
+            "whole segments of local steps of a replicate block in one compiled call"
+        )
+
+
+#: the fused segments on online logistic regression
+FUSED_LOGISTIC = FusedLocalSegments("logistic")
+#: the fused segments on Gaussian least squares
+FUSED_LEAST_SQUARES = FusedLocalSegments("least_squares")
+#: the problem kind of each fused path's name
+FUSED_KINDS = {p.name: p.kind for p in (FUSED_LOGISTIC, FUSED_LEAST_SQUARES)}
 
 
 class FusedLocal:
@@ -395,8 +435,15 @@ class FusedLocal:
         algos = [run.algos[i] for i in which]
         d = prob.d
         self.run, self.blocks = run, blocks
-        self.kernel = segment_kernel(d, run.fused)
-        logistic = run.fused == "logistic"
+        kind = FUSED_KINDS[run.plan.path]
+        self.kernel = segment_kernel(d, kind)
+        if self.kernel is None:
+            raise RuntimeError(
+                f"the run plan chose {run.plan.path!r} but its compiled kernel cannot be built "
+                "in this process (numba missing, CONVKIT_NO_NUMBA set or convkit.kernels "
+                "switched off here)"
+            )
+        logistic = kind == "logistic"
         A = len(algos)
         self.P = np.array([a.workers for a in algos], dtype=np.int64)
         self.b = np.array([a.batch for a in algos], dtype=np.int64)

@@ -5,7 +5,8 @@ The generic array-API code path of a least-squares SGD step makes about six pass
 so that a step costs little more than drawing its Gaussian samples (see
 ``benchmarks/bench_core.py``).  It is used only for NumPy arrays when numba is installed
 (``pip install convkit[fast]``); results agree with the generic path to rounding error
-(tested).  Set ``CONVKIT_NO_NUMBA=1`` to disable it.
+(tested).  Switched off with the rest of convkit's kernels by ``convkit.kernels(enabled=False)``
+(:mod:`convkit._kernel_switch`), or by ``CONVKIT_NO_NUMBA=1``.
 
 The top-k kernels (:func:`topk_compress`, and :func:`topk_choco_update` (CHOCO-SGD, order
 of the reference code), :func:`topk_choco_copies_update` (CHOCO-SGD, order of the paper) and
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._jit import cacheable
+from ._kernel_switch import kernels_enabled
 
 __all__ = [
     "csr_product",
@@ -37,22 +39,25 @@ __all__ = [
     "topk_deepsqueeze_update",
 ]
 
-#: the compiled SGD kernel; "auto" until first use, None when numba cannot be used.
-#: (Tests switch the generic path on by setting it to None: restoring the previous value,
-#: "auto" or the kernel, leaves the module in a consistent state.)
-_KERNEL: Any = "auto"
+#: the compiled SGD kernel (a cache): "auto" until first use, None when numba cannot be used.
+#: Whether it runs is decided by the public switch ``convkit.kernels`` (:func:`_get_kernel`).
+_COMPILED: Any = "auto"
 
 
 def numba_available() -> bool:
-    """Whether the fused kernels can be used."""
+    """Whether the fused kernels can be used (numba usable and ``convkit.kernels`` on)."""
     return _get_kernel() is not None
 
 
 def _get_kernel() -> Any:
-    global _KERNEL
-    if isinstance(_KERNEL, str):
-        _KERNEL = _compile()
-    return _KERNEL
+    """The compiled SGD kernel, or None when the kernels are switched off
+    (``convkit.kernels(enabled=False)``) or numba cannot be used."""
+    global _COMPILED
+    if not kernels_enabled():
+        return None
+    if isinstance(_COMPILED, str):
+        _COMPILED = _compile()
+    return _COMPILED
 
 
 def _compile() -> Any:
@@ -165,14 +170,15 @@ def ls_sgd_update(
 # results are bit-identical (tests/test_topk_fused.py).  The mixing kernels drop "contract"
 # as well: SciPy's CSR product rounds a multiply, then an add (no fused multiply-add).
 
-#: the compiled top-k kernels (a namespace); "auto" until first use, None when numba cannot be
-#: used.  Setting it (or the package-wide switch ``_KERNEL``) to None selects the generic path.
+#: the compiled top-k kernels (a namespace, a cache); "auto" until first use, None when numba
+#: cannot be used.  ``convkit.kernels(enabled=False)`` switches them off with the others; tests
+#: that compare the top-k kernels alone with the generic path set this cache to None.
 _TOPK: Any = "auto"
 
 
 def _get_topk() -> Any:
     global _TOPK
-    if _KERNEL is None:  # the package-wide "generic path" switch
+    if not kernels_enabled():
         return None
     if isinstance(_TOPK, str):
         _TOPK = _compile_topk() if _get_kernel() is not None else None

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .algorithms.base import Algorithm
-from .backend import Backend
 from .problems.base import METRICS, Problem
 from .recording import ITERATES, WEIGHTED_ITERATES
 
@@ -28,7 +27,6 @@ class _Layout:
     steps: np.ndarray
     iterates: list[str]
     metrics: list[str]
-    extra: list[tuple[str, str]]
 
     @property
     def bytes_per_replicate(self) -> int:
@@ -36,21 +34,17 @@ class _Layout:
 
 
 def _layout(
-    problem: Problem, algo: Algorithm, steps: np.ndarray, be: Backend, weighted: bool = False
+    problem: Problem, algo: Algorithm, steps: np.ndarray, weighted: bool = False
 ) -> _Layout:
-    """The recorded iterates and metrics of ``algo`` (its extra metrics probed on a state of
-    one replicate, so that the values array is allocated, and its size checked, up front;
-    ``weighted``: the weighted averages too)."""
-    start = be.xp.zeros((1, algo.workers, problem.d), dtype=be.float_dtype)
-    with np.errstate(all="ignore"):
-        state = algo.init(start, be.stream(0, "layout probe"))
-        names = list(algo.extra_metrics(state, problem))
-    # the problem's node metrics (Problem.node_metrics) follow the algorithm's
-    names += list(getattr(problem, "node_metrics", ()))
-    extra = [("state", name) for name in names]
+    """The recorded iterates and metrics of ``algo``: the problem's error metrics and the
+    algorithm's declared state metrics (:meth:`~convkit.algorithms.base.Algorithm.metric_names`,
+    under the iterate ``"state"``), so that the values array is allocated, and its size
+    checked, up front; ``weighted``: the weighted averages too. The problem's node metrics
+    (:attr:`~convkit.problems.base.Problem.node_metrics`) follow the algorithm's."""
+    names = list(algo.metric_names(problem)) + list(getattr(problem, "node_metrics", ()))
     iterates = list(ITERATES) + (list(WEIGHTED_ITERATES) if weighted else [])
-    iterates += ["state"] if extra else []
-    return _Layout(steps, iterates, list(METRICS) + names, extra)
+    iterates += ["state"] if names else []
+    return _Layout(steps, iterates, list(METRICS) + names)
 
 
 def _state_bytes_per_replicate(

@@ -35,9 +35,9 @@ the same formulas as :func:`convkit.problems.logistic.bernoulli_kl_logits`, with
 ``(m, nodes)`` temporaries (the recorded metrics of a long logistic run cost more than its SGD
 steps otherwise).
 
-Switches: ``CONVKIT_NO_NUMBA=1`` (read when the kernel is first needed), setting
-``_KERNEL = None`` here, or the least-squares switch ``convkit._kernels._KERNEL = None`` (which
-tests use to request "the generic path") disable the kernel.
+Switches: ``convkit.kernels(enabled=False)`` (the public switch of every compiled kernel,
+:mod:`convkit._kernel_switch`) or ``CONVKIT_NO_NUMBA=1`` (read when the kernel is first
+needed) disable the kernels.
 """
 
 from __future__ import annotations
@@ -47,29 +47,31 @@ from typing import Any
 
 import numpy as np
 
-from . import _fastexp, _kernels
+from . import _fastexp
 from ._jit import cacheable
+from ._kernel_switch import kernels_enabled
 
 __all__ = ["kl_quadrature", "logistic_numba_available", "logistic_sgd_update"]
 
-#: the compiled (SGD step, quadrature) kernels; "auto" until first use, None when numba cannot be used.
-#: (Tests switch the generic path on by setting it to None: restoring the previous value,
-#: "auto" or the kernel, leaves the module in a consistent state.)
-_KERNEL: Any = "auto"
+#: the compiled (SGD step, quadrature) kernels (a cache): "auto" until first use, None when
+#: numba cannot be used.  Whether they run is decided by the public switch ``convkit.kernels``.
+_COMPILED: Any = "auto"
 
 
 def logistic_numba_available() -> bool:
-    """Whether the fused logistic kernel can be used."""
+    """Whether the fused logistic kernel can be used (numba usable, ``convkit.kernels`` on)."""
     return _get_kernel() is not None
 
 
 def _get_kernel() -> Any:
-    global _KERNEL
-    if _kernels._KERNEL is None:  # the package-wide "generic path" switch
+    """The compiled (SGD step, quadrature) kernels, or None when the kernels are switched off
+    (``convkit.kernels(enabled=False)``) or numba cannot be used."""
+    global _COMPILED
+    if not kernels_enabled():
         return None
-    if isinstance(_KERNEL, str):
-        _KERNEL = _compile()
-    return _KERNEL
+    if isinstance(_COMPILED, str):
+        _COMPILED = _compile()
+    return _COMPILED
 
 
 def _compile() -> Any:

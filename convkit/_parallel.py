@@ -35,6 +35,7 @@ from typing import Any
 __all__ = [
     "Cancelled",
     "check_dask",
+    "default_threads",
     "resolve_threads",
     "run_dask",
     "run_threads",
@@ -201,14 +202,37 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def resolve_threads(threads: Any) -> int:
-    """``threads`` as a positive int: ``None`` means all available cores."""
-    if threads is None:
+#: environment variable holding the default thread count of ``threads=None``
+THREADS_ENV = "CONVKIT_THREADS"
+
+
+def default_threads() -> int:
+    """The thread count that ``threads=None`` means: the environment variable
+    ``CONVKIT_THREADS`` when set (an integer >= 1; a machine-independent default, e.g. for
+    tests run as on a larger or smaller machine), else all available cores."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
         return available_cores()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(
+            f"environment variable {THREADS_ENV} must be an integer >= 1 (the default thread "
+            f"count of simulate), got {raw!r}; unset it for all available cores"
+        )
+    return value
+
+
+def resolve_threads(threads: Any) -> int:
+    """``threads`` as a positive int: ``None`` means :func:`default_threads`."""
+    if threads is None:
+        return default_threads()
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(
-            f"threads must be an integer >= 1 (1 = serial) or None (all {available_cores()} "
-            f"available cores), got {threads!r}"
+            f"threads must be an integer >= 1 (1 = serial) or None (${THREADS_ENV}, else all "
+            f"{available_cores()} available cores), got {threads!r}"
         )
     return int(threads)
 

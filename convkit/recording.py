@@ -18,7 +18,6 @@ helpers here make them agree:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,6 @@ __all__ = [
     "record_steps",
     "resolve_weight_shift",
     "starting_point",
-    "state_rows",
     "store_record",
 ]
 
@@ -212,22 +210,6 @@ class WeightedSums:
         return self.sums[p][rows, ...] / self.weights[p]
 
 
-def state_rows(state: Any, s0: int, s1: int, Rc: int) -> Any:
-    """Replicates ``s0:s1`` of an algorithm state (an array or a dataclass of arrays whose
-    leading axis is the chunk's ``Rc`` replicates; other fields are kept)."""
-    if s0 == 0 and s1 == Rc:
-        return state
-    if not is_dataclass(state):
-        return state[s0:s1, ...]
-    updates = {}
-    for f in fields(state):
-        v = getattr(state, f.name)
-        shape = getattr(v, "shape", ())
-        if len(shape) >= 1 and shape[0] == Rc:
-            updates[f.name] = v[s0:s1, ...]
-    return replace(state, **updates)
-
-
 def record_at(
     problem, algo, state, m, sums, tails, k, tail_start, wsums=None, rows=slice(None)
 ) -> dict[tuple[str, str], Any]:
@@ -256,4 +238,10 @@ def store_record(arr: np.ndarray, pos: int, vals: dict, layout: Any, r0: int, r1
     """Write ``vals`` (:func:`record_at`) into record ``pos`` of ``arr`` (n_rec, iterates,
     metrics, R), replicates ``r0:r1``, at the positions of ``layout``."""
     for (it, metric), v in vals.items():
+        if it not in layout.iterates or metric not in layout.metrics:
+            raise ValueError(
+                f"the recorded value ({it!r}, {metric!r}) is not in the layout (iterates "
+                f"{layout.iterates}, metrics {layout.metrics}): an algorithm declares every "
+                "name its extra_metrics returns in its class attribute state_metrics"
+            )
         arr[pos, layout.iterates.index(it), layout.metrics.index(metric), r0:r1] = to_numpy(v)

@@ -374,8 +374,9 @@ def simulate(
         Show a progress bar: ``True`` always, ``False`` never, ``None`` (default) when the
         run is estimated to take more than :data:`LONG_RUN_SECONDS`.
     threads : int, optional
-        Threads of this process running replicate blocks at once: ``None`` (default) all
-        available cores (the affinity mask), ``1`` serial.  Each chunk's blocks are split into
+        Threads of this process running replicate blocks at once: ``None`` (default) the
+        environment variable ``CONVKIT_THREADS`` when set, else all available cores (the
+        affinity mask), ``1`` serial.  Each chunk's blocks are split into
         up to ``threads`` parts of whole blocks, run concurrently (their states add up to the
         chunk's, so ``memory_limit`` bounds the whole call); the compiled kernels and NumPy's
         random fills and large array operations release the GIL, the Python of each step does

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import convkit as ck
-from convkit import _kernels
 from convkit import topology as T
 from convkit.algorithms.decentralized import (
     CHOCOSGD,
@@ -75,8 +74,8 @@ def _algorithms(top, comp):
 
 def _pair(problem, algos, monkeypatch, **kw):
     strict = ck.simulate(problem, algos, backend="array_api_strict", **kw)
-    monkeypatch.setattr(_kernels, "_KERNEL", None)  # the generic gradient path, as on strict
-    ref = ck.simulate(problem, algos, **kw)
+    with ck.kernels(enabled=False):  # the generic gradient path, as on strict arrays
+        ref = ck.simulate(problem, algos, **kw)
     return strict, ref
 
 
@@ -180,13 +179,15 @@ def test_topk_mask_exact_k_with_ties():
 
 
 @pytest.mark.parametrize("compiled", [True, False])
-def test_topk_with_ties_keeps_k_on_every_backend(compiled, monkeypatch):
+def test_topk_with_ties_keeps_k_on_every_backend(compiled):
     """The tie fallback of the sparsifiers (rows whose threshold is shared): exactly k kept, the
     lowest indices among tied entries, on NumPy (compiled or not) and strict arrays alike."""
-    if not compiled:
-        monkeypatch.setattr(_kernels, "_TOPK", None)
-        monkeypatch.setattr(_kernels, "_KERNEL", None)
     x = np.tile(np.array([3.0, -3.0, 1.0, 3.0, 0.0, 2.0]), (2, 3, 1))
+    with ck.kernels(enabled=compiled):
+        _check_ties_keep_k(x)
+
+
+def _check_ties_keep_k(x: np.ndarray) -> None:
     for name in ("numpy", "array_api_strict"):
         be = Backend(name)
         y = to_numpy(TopK(k=2).compress(be.asarray(x)))

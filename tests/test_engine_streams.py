@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import convkit as ck
-from convkit import _kernels
 from convkit.algorithms.decentralized import CHOCOSGD, DCDPSGD
 from convkit.compression import RandK
 from convkit.topology import ring
@@ -77,12 +76,11 @@ def test_least_squares_compiled_kernel_identical_for_any_chunking():
     _assert_identical(_runs(prob, _local_family()))
 
 
-def test_least_squares_generic_path_identical_for_any_chunking(monkeypatch):
-    # CONVKIT_NO_NUMBA is read once, when the kernel is first compiled; the generic path is
-    # switched on for this test by clearing the kernel (see convkit._kernels)
-    monkeypatch.setattr(_kernels, "_KERNEL", None)
+def test_least_squares_generic_path_identical_for_any_chunking():
+    # the generic path: the compiled kernels switched off (convkit.kernels)
     prob = ck.LeastSquares.rademacher(d=4, spectrum="flat", rotate=True, seed=1)
-    _assert_identical(_runs(prob, _local_family()))
+    with ck.kernels(enabled=False):
+        _assert_identical(_runs(prob, _local_family()))
 
 
 def test_logistic_identical_for_any_chunking():

@@ -103,9 +103,20 @@ def test_parts_and_meta():
     assert par.split_blocks(4, 6, 8) == [(4, 5), (5, 6)]
 
 
-def test_default_threads_is_the_affinity_mask():
+def test_default_threads_is_the_affinity_mask_or_convkit_threads(monkeypatch):
+    monkeypatch.delenv("CONVKIT_THREADS", raising=False)
     assert par.resolve_threads(None) == par.available_cores()
     assert par.resolve_threads(3) == 3
+    monkeypatch.setenv("CONVKIT_THREADS", "3")
+    assert par.resolve_threads(None) == 3 and par.resolve_threads(2) == 2
+    prob = ck.LeastSquares.gaussian(d=2, seed=0)
+    algo = ck.MBA(2, ck.PolyDecay(0.3, 0.75))
+    res = ck.simulate(prob, algo, steps=3, replicates=5 * BLOCK)
+    assert res.meta["parallel"]["threads"] == 3
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("CONVKIT_THREADS", bad)
+        with pytest.raises(ValueError, match=rf"CONVKIT_THREADS must be an integer >= 1.*'{bad}'"):
+            ck.simulate(prob, algo, steps=3, replicates=5)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])

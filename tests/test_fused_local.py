@@ -4,6 +4,7 @@ step-by-step engine, and the thread plan that splits blocks by algorithm."""
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 import pytest
@@ -13,18 +14,26 @@ from convkit import _fused_local, _parallel
 from convkit import topology as T
 from convkit.algorithms.decentralized import CHOCOSGD
 from convkit.compression import TopK
-from convkit.simulate import _Run
+from convkit.plan import plan
+
+sim = sys.modules["convkit.simulate"]
 
 pytest.importorskip("numba")
 
 
 def _run(prob, algos, fused: bool, **kw):
-    saved = _fused_local._KERNEL
-    _fused_local._KERNEL = saved if fused else None
-    try:
-        return ck.simulate(prob, algos, seed=3, progress=False, **kw)
-    finally:
-        _fused_local._KERNEL = saved
+    """The call on the fused segments, or (``fused=False``) on the next path of the plan, the
+    step-by-step engine with the compiled one-step kernels (the fused paths left out of the
+    engine's list of paths); the path taken is checked."""
+    paths = sim.SIMULATE_PATHS
+    if not fused:
+        paths = tuple(p for p in paths if not isinstance(p, _fused_local.FusedLocalSegments))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sim, "SIMULATE_PATHS", paths)
+        res = ck.simulate(prob, algos, seed=3, progress=False, **kw)
+    kind = "logistic" if isinstance(prob, ck.LogisticRegression) else "least-squares"
+    assert res.meta["path"]["name"] == (f"fused-local-{kind}" if fused else "compiled-steps")
+    return res
 
 
 def _assert_same(a, b, exact: bool = True) -> None:
@@ -52,23 +61,26 @@ def _algos(P: int = 4):
 def test_fused_path_is_taken_only_where_it_applies():
     prob = ck.LogisticRegression.gaussian(2, spectrum="flat")
 
-    def plan(problem, algos, dtype="float64", weighted=False):
+    def path(problem, algos, dtype="float64", weighted=False, kernels=None):
         be = ck.backend.get_backend("numpy", dtype)
-        for a in algos:
-            a.prepare(50)
-        run = _Run(problem, algos, [50] * len(algos), [], [1] * len(algos), be, 0,
-                   np.zeros(problem.d), 1.0, 1, [], [],
-                   weight_shifts=tuple(1.0 if weighted else None for _ in algos))  # fmt: skip
-        return _fused_local.fused_local_plan(run)
+        n = len(algos)
+        return plan(problem, algos, engine="simulate", steps=[50] * n,
+                    record=[np.array([50])] * n, paths=sim.SIMULATE_PATHS, backend=be,
+                    weight_shifts=tuple(1.0 if weighted else None for _ in algos),
+                    kernels=kernels).path  # fmt: skip
 
-    assert plan(prob, _algos()) == "logistic"
-    assert plan(ck.LeastSquares.gaussian(2), _algos()) == "least_squares"
-    assert plan(prob, _algos(), dtype="float32") is None
-    assert plan(prob, _algos(), weighted=True) is None
-    assert plan(ck.LeastSquares.gaussian(2, rotate=True), _algos()) is None
-    assert plan(ck.LeastSquares.rademacher(2), _algos()) is None
+    assert path(prob, _algos()) == "fused-local-logistic"
+    assert path(ck.LeastSquares.gaussian(2), _algos()) == "fused-local-least-squares"
+    assert path(prob, _algos(), dtype="float32") == "compiled-steps"
+    assert path(prob, _algos(), weighted=True) == "compiled-steps"
+    assert path(ck.LeastSquares.gaussian(2, rotate=True), _algos()) == "compiled-steps"
+    assert path(ck.LeastSquares.rademacher(2), _algos()) == "compiled-steps"
     choco = CHOCOSGD(T.ring(4), ck.PolyDecay(1.0, 0.75), TopK(k=1), 0.3)
-    assert plan(prob, [*_algos(), choco]) is None
+    assert path(prob, [*_algos(), choco]) == "compiled-steps"
+    assert path(prob, _algos(), kernels=False) == "array-steps"
+    with ck.kernels(enabled=False):
+        assert path(prob, _algos()) == "array-steps"
+    assert path(prob, _algos()) == "fused-local-logistic"
 
 
 def test_fused_segments_equal_the_step_by_step_engine_bit_for_bit():

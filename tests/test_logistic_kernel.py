@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import convkit as ck
-from convkit import _kernels, _logistic_kernels
+from convkit import _logistic_kernels
 from convkit.problems.logistic import LogisticBatch, LogisticRegression, sigmoid
 
 pytestmark = pytest.mark.skipif(
@@ -21,13 +21,8 @@ STEP = ck.PolyDecay(0.8, 0.75)
 
 
 def _run(prob, algos, monkeypatch=None, generic=False, **kw):
-    if generic:
-        monkeypatch.setattr(_logistic_kernels, "_KERNEL", None)
-    try:
+    with ck.kernels(enabled=not generic):
         return ck.simulate(prob, algos, **kw)
-    finally:
-        if generic:
-            monkeypatch.undo()
 
 
 @pytest.mark.parametrize(
@@ -84,14 +79,15 @@ def test_sgd_update_dispatches_to_the_kernel_and_switches_disable_it(monkeypatch
         calls.append(1)
         return real[0](*args)
 
-    monkeypatch.setattr(_logistic_kernels, "_KERNEL", (spy, real[1]))
+    monkeypatch.setattr(_logistic_kernels, "_COMPILED", (spy, real[1]))
     prob.sgd_update(np.zeros((1, 1, 2)), batch, 0.1)
     assert calls == [1]
-    monkeypatch.setattr(_kernels, "_KERNEL", None)  # the package-wide generic-path switch
-    theta = prob.sgd_update(np.zeros((1, 1, 2)), batch, 0.1)
+    with ck.kernels(enabled=False):  # the public switch of every compiled kernel
+        theta = prob.sgd_update(np.zeros((1, 1, 2)), batch, 0.1)
+        assert not _logistic_kernels.logistic_numba_available()
     assert calls == [1]
     np.testing.assert_allclose(theta, 0.05 * np.ones((1, 1, 2)))  # -gamma * (-1/2) * x
-    assert not _logistic_kernels.logistic_numba_available()
+    assert _logistic_kernels.logistic_numba_available()  # restored after the block
 
 
 def test_extreme_margins_stay_finite_and_nan_propagates():
@@ -188,8 +184,8 @@ def test_quadrature_kernel_matches_numpy_rule(monkeypatch):
     th = np.r_[th, [[np.nan, 0.0, 0.0]]]
     with np.errstate(invalid="ignore"):
         fused = prob.excess_risk_quadrature(th)
-        monkeypatch.setattr(_logistic_kernels, "_KERNEL", None)
-        ref = prob.excess_risk_quadrature(th)
+        with ck.kernels(enabled=False):
+            ref = prob.excess_risk_quadrature(th)
     assert np.isnan(fused[-1]) and np.isnan(ref[-1])
     bound = _quadrature_difference_bound(prob, th[:-1])
     assert np.all(np.abs(fused[:-1] - ref[:-1]) <= bound)

@@ -13,21 +13,93 @@ An algorithm is a small object with explicit state (in the spirit of optax):
   (rounds, messages, bits).
 
 Local step ``k`` runs from 1 to ``n``.  All workers take the same step size ``gamma_k``.
+
+The state is typed by a contract, not guessed: it is an array or a tree of arrays (dicts,
+dataclasses, tuples and lists of them, as optax's states are pytrees) whose every array has
+the replicates on its leading axis; other leaves (numbers, strings, None) are shared by every
+replicate.  :meth:`Algorithm.select_rows` and :meth:`Algorithm.concat_rows` (replicate rows
+of a state, and states of consecutive rows joined) follow it; an algorithm whose state holds
+arrays shared by all replicates overrides both.  The metrics are declared on the class:
+:attr:`Algorithm.state_metrics` names what :meth:`Algorithm.extra_metrics` returns, in its
+order, and :meth:`Algorithm.metric_names` says which of them a problem allows, so that the
+engines lay out their outputs without running the algorithm.  ``tests/test_algorithm_contract.py``
+checks the contract for every registered algorithm and problem.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..backend import namespace_of
-from ..problems.base import GradientOracle
+from ..problems.base import GradientOracle, Problem
 from ..schedules import StepSize
 from ..validation import check_int
 
-__all__ = ["Algorithm", "algorithm_list"]
+__all__ = ["Algorithm", "algorithm_list", "concat_state_rows", "select_state_rows"]
+
+
+def _is_array(x: Any) -> bool:
+    """An array with at least one axis (NumPy, CuPy, array-API arrays)."""
+    shape = getattr(x, "shape", None)
+    return shape is not None and len(shape) >= 1 and hasattr(x, "__getitem__")
+
+
+def _dataclass_items(state: Any) -> list[tuple[str, Any]]:
+    return [(f.name, getattr(state, f.name)) for f in fields(state) if f.init]
+
+
+def select_state_rows(state: Any, rows: slice) -> Any:
+    """Replicates ``rows`` of a state tree (the module's contract): every array indexed
+    ``[rows, ...]`` on its leading axis, dicts, dataclasses, tuples (named too) and lists
+    rebuilt around them, other leaves kept."""
+    if _is_array(state):
+        return state[rows, ...]
+    if isinstance(state, dict):
+        return type(state)((k, select_state_rows(v, rows)) for k, v in state.items())
+    if is_dataclass(state) and not isinstance(state, type):
+        return replace(state, **{k: select_state_rows(v, rows) for k, v in _dataclass_items(state)})
+    if isinstance(state, tuple):
+        items = [select_state_rows(v, rows) for v in state]
+        return type(state)(*items) if hasattr(state, "_fields") else type(state)(items)
+    if isinstance(state, list):
+        return [select_state_rows(v, rows) for v in state]
+    return state
+
+
+def concat_state_rows(states: Sequence[Any]) -> Any:
+    """States of consecutive replicate rows joined into one (the inverse of
+    :func:`select_state_rows`): arrays concatenated on their leading axis, trees rebuilt,
+    other leaves taken from the first state."""
+    first = states[0]
+    if _is_array(first):
+        return namespace_of(first).concat(list(states), axis=0)
+    if isinstance(first, dict):
+        return type(first)((k, concat_state_rows([s[k] for s in states])) for k in first)
+    if is_dataclass(first) and not isinstance(first, type):
+        return replace(
+            first,
+            **{
+                k: concat_state_rows([getattr(s, k) for s in states])
+                for k, _ in _dataclass_items(first)
+            },
+        )
+    if isinstance(first, tuple | list):
+        items = [concat_state_rows([s[i] for s in states]) for i in range(len(first))]
+        if hasattr(first, "_fields"):
+            return type(first)(*items)
+        return type(first)(items)
+    return first
+
+
+def has_full_gradient(problem: Problem) -> bool:
+    """Whether ``problem`` has a full gradient ``grad`` (it overrides
+    :meth:`Problem.grad <convkit.problems.base.Problem.grad>`, which raises)."""
+    return type(problem).grad is not Problem.grad
 
 
 class Algorithm(ABC):
@@ -43,6 +115,12 @@ class Algorithm(ABC):
     state_arrays: int = 1
     #: display name (unique within one simulate call)
     name: str | None = None
+    #: names of the metrics :meth:`extra_metrics` returns, in its order (the frame's iterate
+    #: ``"state"``); a subclass returning metrics declares them here
+    state_metrics: tuple[str, ...] = ()
+    #: those of :attr:`state_metrics` that need the problem's full gradient (``problem.grad``):
+    #: left out on a problem without one
+    gradient_metrics: tuple[str, ...] = ()
 
     def __init__(self, workers: int, step: StepSize, batch: int = 1, name: str | None = None):
         self.workers = check_int("workers", workers, low=1)
@@ -85,8 +163,28 @@ class Algorithm(ABC):
         return namespace_of(m).mean(m, axis=1)
 
     def extra_metrics(self, state: Any, problem: Any) -> dict[str, Any]:
-        """Algorithm-specific metrics of the state (e.g. consensus distance), each of shape (R,)."""
+        """Algorithm-specific metrics of the state (e.g. consensus distance), each of shape
+        (R,), named and ordered as :meth:`metric_names` declares."""
         return {}
+
+    def metric_names(self, problem: Problem) -> tuple[str, ...]:
+        """The names :meth:`extra_metrics` returns on ``problem``, in its order:
+        :attr:`state_metrics` without the :attr:`gradient_metrics` when ``problem`` has no
+        full gradient (no state is needed: the engines lay out their outputs from this)."""
+        full = has_full_gradient(problem)
+        return tuple(m for m in self.state_metrics if full or m not in self.gradient_metrics)
+
+    def select_rows(self, state: Any, rows: slice) -> Any:
+        """Replicates ``rows`` (a slice of the leading axis) of ``state``: every array of the
+        state tree sliced, the rest kept (:func:`select_state_rows`; views where the backend
+        gives them).  Override it, with :meth:`concat_rows`, for a state holding arrays
+        shared by all replicates."""
+        return select_state_rows(state, rows)
+
+    def concat_rows(self, states: Sequence[Any]) -> Any:
+        """States of consecutive replicate rows joined, the inverse of :meth:`select_rows`
+        (:func:`concat_state_rows`)."""
+        return concat_state_rows(states)
 
     @abstractmethod
     def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:

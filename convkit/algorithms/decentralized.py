@@ -192,6 +192,8 @@ class DecentralizedAlgorithm(Algorithm):
     """
 
     compressed = True
+    state_metrics: tuple[str, ...] = ("consensus", "grad_norm2")
+    gradient_metrics: tuple[str, ...] = ("grad_norm2",)
 
     def __init__(
         self,
@@ -466,6 +468,7 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
     """
 
     state_arrays = 2
+    state_metrics = ("consensus", "grad_norm2", "estimate_gap")
     paper_name = "ECD-PSGD"
 
     def __init__(
@@ -583,6 +586,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
     """
 
     state_arrays = 2
+    state_metrics = ("consensus", "grad_norm2", "replica_gap")
 
     def __init__(
         self,
@@ -694,6 +698,7 @@ class DeepSqueeze(DecentralizedAlgorithm):
     """
 
     state_arrays = 3
+    state_metrics = ("consensus", "grad_norm2", "memory")
 
     def __init__(
         self,

@@ -70,6 +70,8 @@ class ErrorFeedbackSGD(Algorithm):
     """
 
     state_arrays = 2
+    state_metrics = ("memory", "grad_norm2")
+    gradient_metrics = ("grad_norm2",)
 
     def __init__(
         self,

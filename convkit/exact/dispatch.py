@@ -10,6 +10,13 @@ Engines (each imports only :mod:`convkit.exact.moments`, :mod:`convkit.exact._ke
 * CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k compressors:
   :func:`convkit.exact.compressed.compressed_curves`.
 
+Each algorithm's engine (:func:`exact_engine`) and the execution path are decided once, before
+any work, in the call's :class:`~convkit.plan.RunPlan` (``Result.meta["path"]``): the
+Local-SGD family runs the compiled recursion (:data:`EXACT_COMPILED`, while numba is usable
+and the kernels are on: ``convkit.kernels``, or ``use_numba=True``) or its NumPy form
+(:data:`EXACT_NUMPY`), vectorized across configurations; D-PSGD and the compressed engines
+run on NumPy on either path.
+
 Result conventions
 ------------------
 :func:`expected_error` returns a :class:`~convkit.result.Result` with the frame layout of
@@ -34,13 +41,16 @@ import math
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .._kernel_switch import numba_usable
 from ..algorithms.base import Algorithm, algorithm_list
 from ..algorithms.local import LocalSGD
+from ..plan import RunPlan, kernels_unavailable, plan
 from ..problems.least_squares import LeastSquares
 from ..recording import ITERATES, DivergenceWarning, record_steps, starting_point
 from ..result import FRAME_COLUMNS, ConfigValues, Result
@@ -51,11 +61,61 @@ from .dpsgd import dpsgd_curves, is_exact_dpsgd
 from .local import local_curves, local_specs
 from .moments import problem_arrays, signed_start
 
-__all__ = ["EXACT_COUNT", "expected_error"]
+__all__ = [
+    "EXACT_COMPILED",
+    "EXACT_COUNT",
+    "EXACT_NUMPY",
+    "EXACT_PATHS",
+    "exact_engine",
+    "expected_error",
+]
 
 #: ``count`` of every row of an exact result: 0, "no replicate, exact value" (Monte Carlo rows
 #: always have ``count >= 1``); see the module docstring.
 EXACT_COUNT: int = 0
+
+
+@dataclass(frozen=True)
+class _ExactPath:
+    """An execution path of the exact engine: the Local-SGD family's second-moment recursion
+    compiled (``compiled=True``, one numba call per configuration on up to
+    :func:`convkit.exact.local.kernel_threads` threads) or in NumPy (vectorized across
+    configurations); D-PSGD and the compressed engines run on NumPy on both."""
+
+    compiled: bool
+
+    @property
+    def name(self) -> str:
+        return "exact-compiled" if self.compiled else "exact-numpy"
+
+    def supports(self, plan: RunPlan) -> tuple[bool, str]:
+        if plan.engine != "exact":
+            return False, "exact engine only"
+        if not self.compiled:
+            return True, "the Local-SGD family by the NumPy recursion, across configurations"
+        why = kernels_unavailable(plan)
+        if why is not None:
+            return False, why
+        return True, "the Local-SGD family by the compiled recursion, one call per configuration"
+
+
+#: the compiled Local-SGD recursion (numba usable, kernels on)
+EXACT_COMPILED = _ExactPath(compiled=True)
+#: the NumPy Local-SGD recursion (always)
+EXACT_NUMPY = _ExactPath(compiled=False)
+#: the exact engine's execution paths, fastest first
+EXACT_PATHS = (EXACT_COMPILED, EXACT_NUMPY)
+
+
+def exact_engine(algo: Algorithm, problem: LeastSquares) -> tuple[str | None, str]:
+    """The exact engine of ``algo`` on ``problem``: ``("local" | "dpsgd" | "compressed",
+    "")``, or ``(None, why not)``."""
+    if isinstance(algo, LocalSGD):
+        return "local", ""
+    if is_exact_dpsgd(algo):
+        return "dpsgd", ""
+    ok, why = is_exact_compressed(algo, problem)
+    return ("compressed", "") if ok else (None, why)
 
 
 def _result_from_raw(
@@ -181,6 +241,9 @@ def expected_error(
     ``gradients_remainder`` (``"error"`` or ``"floor"``) as in :func:`convkit.simulate`:
     ``"floor"`` runs ``n = floor(T / (P b))`` local steps and records the gradients used,
     ``n P b``, in ``meta["algorithms"][label]["gradients"]``.
+    ``use_numba``: ``None`` (default) the compiled Local-SGD recursion while numba is usable
+    and the kernels are on (``convkit.kernels``), ``True`` require it (``RuntimeError``
+    without numba), ``False`` the NumPy recursion; ``meta["path"]`` records the choice.
     Monte Carlo-only keywords of ``simulate`` (``replicates``, ``seed``, ``backend``,
     ``dtype``, ``memory_limit``, ``progress``) are accepted and ignored, so that switching
     engines is one word.
@@ -205,13 +268,34 @@ def expected_error(
         ns = [check_int("steps", steps, low=1)] * len(algos)
     else:
         ns = [budget_local_steps(gradients, a.workers, a.batch, gradients_remainder) for a in algos]
-    h, z2, sigma2 = problem_arrays(problem, theta0)
+    h, z2, sigma2 = problem_arrays(problem, theta0)  # checks the problem first
     threshold = divergence_factor * max(float(z2.sum()), 1.0)
-
+    recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
+    engines = []
+    for a in algos:
+        engine, why = exact_engine(a, problem)
+        if engine is None:
+            raise TypeError(
+                "the exact engine handles LocalSGD (MBA, Local-SGD, OSA), uncompressed "
+                "D-PSGD, and CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k "
+                f"compressors; {a.label}: {why}"
+            )
+        engines.append(engine)
+    if use_numba is True and not numba_usable():
+        raise RuntimeError("use_numba=True but numba is not available (or CONVKIT_NO_NUMBA set)")
+    run_plan = plan(
+        problem,
+        algos,
+        engine="exact",
+        steps=ns,
+        record=recs,
+        paths=EXACT_PATHS,
+        kernels=use_numba,
+        engines=engines,
+    )
     raws: list[np.ndarray | None] = [None] * len(algos)
     div = np.zeros(len(algos), dtype=np.int64)
-    recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
-    local_idx = [i for i, a in enumerate(algos) if isinstance(a, LocalSGD)]
+    local_idx = [i for i, e in enumerate(engines) if e == "local"]
     other_idx = [i for i in range(len(algos)) if i not in local_idx]
     if local_idx:
         specs = local_specs(
@@ -223,8 +307,9 @@ def expected_error(
             n_max=max(ns),
             recs=[recs[i] for i in local_idx],
         )
+        compiled = run_plan.path == EXACT_COMPILED.name
         r, dv = local_curves(
-            h, z2, sigma2, problem.design, specs, threshold=threshold, use_numba=use_numba
+            h, z2, sigma2, problem.design, specs, threshold=threshold, use_numba=compiled
         )
         for j, i in enumerate(local_idx):
             raws[i], div[i] = r[j], dv[j]
@@ -232,7 +317,7 @@ def expected_error(
     if other_idx:
         for i in other_idx:
             s0 = int(math.floor(tail * ns[i])) + 1
-            if is_exact_dpsgd(algos[i]):
+            if engines[i] == "dpsgd":
                 raws[i], div[i] = dpsgd_curves(
                     h,
                     z2,
@@ -246,13 +331,6 @@ def expected_error(
                 )
                 extras[labels[i]] = ["consensus", "grad_norm2"]
                 continue
-            ok, why = is_exact_compressed(algos[i], problem)
-            if not ok:
-                raise TypeError(
-                    "the exact engine handles LocalSGD (MBA, Local-SGD, OSA), uncompressed "
-                    "D-PSGD, and CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k "
-                    f"compressors; {labels[i]}: {why}"
-                )
             z0, ts = signed_start(problem, theta0)
             raws[i], div[i], extras[labels[i]] = compressed_curves(
                 h,
@@ -278,6 +356,7 @@ def expected_error(
         },
         "gradients": {"requested": gradients, "remainder": gradients_remainder},
         "engine": "exact",
+        "path": run_plan.describe(),
         "replicates": None,
         "count": EXACT_COUNT,
         "theta0": starting_point(theta0, problem.d).tolist(),

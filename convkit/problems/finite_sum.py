@@ -39,7 +39,7 @@ Metrics: exact ``excess_risk = f(theta) - f*`` (as a sum of per-row Bregman dive
 Data stay as given: a dense NumPy array or a SciPy sparse matrix (converted to CSR).  Sparse
 gradients gather the batch's nonzeros directly from the CSR arrays (no dense ``(R, P, b, d)``
 block); with numba installed, a fused kernel makes the SGD update in one pass for dense and
-sparse data alike (``CONVKIT_NO_NUMBA=1`` disables it).
+sparse data alike (``convkit.kernels(enabled=False)`` or ``CONVKIT_NO_NUMBA=1`` disables it).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from .._jit import cacheable
+from .._kernel_switch import kernels_enabled
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_finite_array, check_in, check_real
 from .base import Problem
@@ -622,8 +623,11 @@ _FAST = {"reassoc", "contract"}
 
 
 def _get_kernels() -> Any:
-    """(dense, csr) numba kernels of the in-place SGD step, or None."""
+    """(dense, csr) numba kernels of the in-place SGD step, or None (also while the kernels
+    are switched off: ``convkit.kernels(enabled=False)``)."""
     global _KERNELS, _TRIED
+    if not kernels_enabled():
+        return None
     if _TRIED:
         return _KERNELS
     with _KERNELS_LOCK:  # simulate runs replicate blocks on threads: compile once, then publish

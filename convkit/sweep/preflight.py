@@ -48,15 +48,13 @@ def probe(
 
     Checks what :func:`convkit.simulate` checks before it starts (unique labels, ``tail``,
     the local steps of each algorithm -- ``gradients`` a multiple of ``P b`` --, the step
-    schedule over those steps, the record points), then initialises each algorithm's state
-    for one replicate to read the names of its metrics.  ``problems`` memoises built problems
+    schedule over those steps, the record points), and reads the names of each algorithm's
+    metrics from its declaration (:meth:`~convkit.algorithms.base.Algorithm.metric_names`).  ``problems`` memoises built problems
     by their canonical table (grids usually vary the algorithm, not the problem).
 
     Returns ``(iterates, metrics)`` the configuration's frame can hold; raises what the
     constructors raise.
     """
-    import numpy as np
-
     from convkit.algorithms.base import algorithm_list
     from convkit.algorithms.local import local_steps_for
     from convkit.backend import get_backend
@@ -77,9 +75,9 @@ def probe(
     algos = algorithm_list([_make("algorithm", a) for a in specs])
     rec = setting["record"]
     check_real("tail", rec["tail"], low=0, high=1, high_inclusive=False)
-    be = get_backend("numpy", setting["dtype"])
+    get_backend("numpy", setting["dtype"])  # the dtype, as simulate checks it
     metrics, iterates = set(METRICS), set(_BASE_ITERATES)
-    for i, a in enumerate(algos):
+    for a in algos:
         n = (
             setting["steps"]
             if "steps" in setting
@@ -87,9 +85,7 @@ def probe(
         )
         a.prepare(n)
         record_steps(n, rec["n_record"], rec["steps"])
-        start = np.zeros((1, a.workers, problem.d), dtype=be.float_dtype)
-        state = a.init(be.asarray(start), be.stream(seed, "algorithm", i, 0))
-        extra = list(a.extra_metrics(state, problem))
+        extra = list(a.metric_names(problem))  # declared on the class: no state needed
         if extra:
             metrics.update(extra)
             iterates.add("state")

@@ -1,0 +1,83 @@
+"""The public switch of convkit's compiled kernels: :class:`kernels` and :func:`kernels_enabled`.
+
+Every compiled kernel of convkit (numba: the least-squares and logistic one-step kernels, the
+fused Local-SGD segments, the top-k selections and fused decentralized updates, the
+finite-sum steps, the logistic excess-risk quadrature, the exact engine's Local-SGD
+recursion) runs only while the switch is on (the default) and numba can be used
+(:func:`numba_usable`: installed, and ``CONVKIT_NO_NUMBA`` unset).  Switched off, every call
+takes the generic array-API path, whose numbers agree with the compiled ones to rounding
+(each kernel's tests say how closely).
+
+The switch is process-wide (the engines run replicate blocks on threads of this process,
+which read it too), and works as a call and as a context manager, like
+``torch.set_grad_enabled``::
+
+    import convkit as ck
+    ck.kernels(enabled=False)          # from now on, until switched on again
+    with ck.kernels(enabled=False):    # this block only: the previous setting comes back
+        ...
+
+:func:`convkit.simulate` and :func:`convkit.exact.expected_error` read the switch once, into
+their run plan (:mod:`convkit.plan`), and Dask workers apply the plan's setting to their parts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from types import TracebackType
+
+__all__ = ["kernels", "kernels_enabled", "numba_usable"]
+
+_ENABLED = True
+
+
+def kernels_enabled() -> bool:
+    """Whether the compiled kernels are switched on (:class:`kernels`; numba aside)."""
+    return _ENABLED
+
+
+def numba_usable() -> bool:
+    """Whether numba can be used at all: installed, and the environment variable
+    ``CONVKIT_NO_NUMBA`` unset (read at each call; the kernels already compiled stay cached)."""
+    if os.environ.get("CONVKIT_NO_NUMBA"):
+        return False
+    return importlib.util.find_spec("numba") is not None
+
+
+class kernels:
+    """Switch convkit's compiled kernels on (``enabled=True``, the default state) or off.
+
+    Called, it sets the process-wide switch; used as a context manager, the setting it made
+    lasts for the ``with`` block and the previous one is restored on exit (also on an
+    exception).
+
+    Parameters
+    ----------
+    enabled : bool
+        ``True``: the compiled kernels run where they apply (numba installed, NumPy arrays of
+        the right dtype and layout); ``False``: every call takes the generic path.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        global _ENABLED
+        if not isinstance(enabled, bool):
+            raise TypeError(f"kernels(enabled=...) must be True or False, got {enabled!r}")
+        self.enabled = enabled
+        self.previous = _ENABLED
+        _ENABLED = enabled
+
+    def __enter__(self) -> kernels:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        global _ENABLED
+        _ENABLED = self.previous
+
+    def __repr__(self) -> str:
+        return f"kernels(enabled={self.enabled})"

@@ -1,0 +1,106 @@
+"""The run plan (convkit.plan) and the public kernel switch (convkit.kernels): the path of a
+call is decided once, recorded in ``Result.meta["path"]`` with its reason, and the switch
+reaches every compiled kernel."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import convkit as ck
+from convkit import _kernels, _logistic_kernels
+from convkit import topology as T
+from convkit.algorithms.decentralized import CHOCOSGD, DPSGD
+from convkit.compression import TopK
+from convkit.plan import ARRAY_STEPS, COMPILED_STEPS, plan
+
+sim = sys.modules["convkit.simulate"]
+numba = pytest.importorskip("numba")
+
+STEP = ck.PolyDecay(0.5, 0.75)
+
+
+def test_the_switch_works_as_a_call_and_as_a_context_manager():
+    assert ck.kernels_enabled()
+    with ck.kernels(enabled=False) as switch:
+        assert not ck.kernels_enabled() and repr(switch) == "kernels(enabled=False)"
+        assert not _kernels.numba_available()
+        assert not _logistic_kernels.logistic_numba_available()
+        with ck.kernels(enabled=True):
+            assert ck.kernels_enabled()
+        assert not ck.kernels_enabled()
+    assert ck.kernels_enabled() and _kernels.numba_available()
+    try:
+        ck.kernels(enabled=False)  # a plain call: from now on
+        assert not ck.kernels_enabled()
+    finally:
+        ck.kernels(enabled=True)
+    with pytest.raises(TypeError, match="True or False, got 0"):
+        ck.kernels(enabled=0)
+    assert ck.kernels_enabled()
+
+
+def test_simulate_records_the_path_and_why_the_faster_ones_declined():
+    prob = ck.LeastSquares.gaussian(3, "1/i", 1.0, seed=0)
+    algos = [ck.MBA(2, STEP), ck.OSA(2, STEP)]
+    kw = dict(steps=30, replicates=6, seed=1, threads=1)
+    fused = ck.simulate(prob, algos, **kw)
+    path = fused.meta["path"]
+    assert path["name"] == "fused-local-least-squares" and "segments" in path["reason"]
+    assert "LogisticRegression" in path["declined"]["fused-local-logistic"]
+    f32 = ck.simulate(prob, algos, dtype="float32", **kw).meta["path"]
+    assert f32["name"] == "compiled-steps"
+    assert "float64" in f32["declined"]["fused-local-least-squares"]
+    with ck.kernels(enabled=False):
+        off = ck.simulate(prob, algos, **kw)
+    assert off.meta["path"]["name"] == "array-steps" and off.meta["path"]["kernels"] is False
+    assert "switched off" in off.meta["path"]["declined"]["compiled-steps"]
+    # the generic path agrees with the fused one to rounding (reassociated sums)
+    for name in fused.values:
+        np.testing.assert_allclose(
+            fused.values[name].values, off.values[name].values, rtol=1e-12, atol=1e-300
+        )
+    dec = ck.simulate(prob, [CHOCOSGD(T.ring(2), STEP, TopK(k=1), 0.5)], **kw).meta["path"]
+    assert dec["name"] == "compiled-steps"
+    assert "CHOCOSGD" in dec["declined"]["fused-local-least-squares"]
+
+
+def test_expected_error_records_its_path_and_checks_every_algorithm_first():
+    prob = ck.LeastSquares.gaussian(4, "1/i", 1.0, seed=0)
+    algos = [ck.MBA(4, STEP), DPSGD(T.ring(4), STEP)]
+    on = ck.exact.expected_error(prob, algos, steps=50)
+    assert on.meta["path"]["name"] == "exact-compiled"
+    assert on.meta["path"]["engines"] == {algos[0].label: "local", algos[1].label: "dpsgd"}
+    with ck.kernels(enabled=False):
+        off = ck.exact.expected_error(prob, algos, steps=50)
+    forced = ck.exact.expected_error(prob, algos, steps=50, use_numba=False)
+    assert off.meta["path"]["name"] == forced.meta["path"]["name"] == "exact-numpy"
+    np.testing.assert_array_equal(off.frame["mean"], forced.frame["mean"])
+    np.testing.assert_allclose(off.frame["mean"], on.frame["mean"], rtol=1e-10)
+    with ck.kernels(enabled=False):  # an explicit use_numba=True overrides the switch
+        assert (
+            ck.exact.expected_error(prob, algos, steps=50, use_numba=True).meta["path"]["name"]
+            == "exact-compiled"
+        )
+    ef = ck.ErrorFeedbackSGD(4, STEP, "top-k:0.5")
+    with pytest.raises(TypeError, match="ErrorFeedbackSGD"):
+        ck.exact.expected_error(prob, [*algos, ef], steps=50)
+
+
+def test_plan_takes_the_first_path_that_supports_the_call():
+    prob = ck.LogisticRegression.gaussian(2, eval_size=256)
+    be = ck.backend.get_backend("numpy", "float64")
+    kw = dict(engine="simulate", steps=[10], record=[np.array([10])], backend=be)
+    algo = [ck.MBA(2, STEP)]
+    assert plan(prob, algo, paths=sim.SIMULATE_PATHS, **kw).path == "fused-local-logistic"
+    p = plan(prob, algo, paths=(COMPILED_STEPS, ARRAY_STEPS), **kw)
+    assert p.path == "compiled-steps" and p.declined == ()
+    assert (
+        plan(prob, algo, paths=(ARRAY_STEPS,), kernels=False, **kw).describe()["kernels"] is False
+    )
+    with pytest.raises(ValueError, match="no execution path supports"):
+        plan(prob, algo, paths=(COMPILED_STEPS,), kernels=False, **kw)
+    with pytest.raises(ValueError, match="engine must be one of"):
+        plan(prob, algo, paths=(ARRAY_STEPS,), **{**kw, "engine": "magic"})
