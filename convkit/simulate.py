@@ -70,7 +70,15 @@ from typing import Any
 
 import numpy as np
 
-from ._fused_local import FusedLocal, fused_local_plan, segment_ends, segment_kernel
+from ._fused_local import (
+    FUSED_KINDS,
+    FUSED_LEAST_SQUARES,
+    FUSED_LOGISTIC,
+    FusedLocal,
+    segment_ends,
+    segment_kernel,
+)
+from ._kernel_switch import kernels
 from ._layout import (
     REPLICATE_BLOCK,
     _Layout,
@@ -91,6 +99,7 @@ from ._parallel import (
 from .algorithms.base import Algorithm, algorithm_list
 from .algorithms.local import local_steps_for
 from .backend import Backend, BlockedStream, get_backend, to_numpy, tune_allocator
+from .plan import ARRAY_STEPS, COMPILED_STEPS, RunPlan, plan
 from .problems.base import GradientOracle, Problem
 from .recording import (
     DivergenceWarning,
@@ -99,7 +108,6 @@ from .recording import (
     record_steps,
     resolve_weight_shift,
     starting_point,
-    state_rows,
     store_record,
 )
 from .result import ConfigValues, Result, frame_from_values
@@ -110,6 +118,7 @@ from .validation import check_int, check_real
 __all__ = [
     "LONG_RUN_SECONDS",
     "REPLICATE_BLOCK",
+    "SIMULATE_PATHS",
     "DivergenceWarning",
     "available_memory",
     "record_steps",
@@ -125,6 +134,9 @@ LONG_RUN_SECONDS = 120.0
 _MIN_SPLIT_WORK = 50_000
 #: the summary of one configuration's values (Result.frame) makes about this many copies
 _SUMMARY_COPIES = 3
+#: the execution paths of a Monte Carlo call, fastest first (:func:`convkit.plan.plan` takes
+#: the first that supports it; the last supports every call)
+SIMULATE_PATHS = (FUSED_LOGISTIC, FUSED_LEAST_SQUARES, COMPILED_STEPS, ARRAY_STEPS)
 
 _GIB = 2.0**30
 
@@ -257,8 +269,14 @@ class _Run:
     offset: int = 0
     #: per algorithm the shift ``tau`` of the weighted averages, or None (not recorded)
     weight_shifts: tuple[float | None, ...] = ()
-    #: whole segments of local steps run compiled (:mod:`convkit._fused_local`)
-    fused: str | None = None
+    #: the call's plan: its execution path (:mod:`convkit.plan`)
+    plan: RunPlan | None = None
+
+    @property
+    def fused(self) -> str | None:
+        """The problem kind of the fused Local-SGD segments when the plan runs them
+        (:mod:`convkit._fused_local`), else None."""
+        return None if self.plan is None else FUSED_KINDS.get(self.plan.path)
 
 
 #: The values :func:`simulate` and :func:`convkit.exact.expected_error` accept for
@@ -456,8 +474,20 @@ def simulate(
     for a, n in zip(algos, ns, strict=True):
         a.prepare(n)
     shifts = tuple(resolve_weight_shift(weight_shift, a.step_size) for a in algos)
+    run_plan = plan(
+        problem,
+        algos,
+        engine="simulate",
+        steps=ns,
+        record=recs,
+        paths=SIMULATE_PATHS,
+        replicates=R,
+        backend=be,
+        threads=n_threads,
+        weight_shifts=shifts,
+    )
     layouts = [
-        _layout(problem, a, rec, be, tau is not None)
+        _layout(problem, a, rec, tau is not None)
         for a, rec, tau in zip(algos, recs, shifts, strict=True)
     ]
     per_rep = _state_bytes_per_replicate(
@@ -485,8 +515,8 @@ def simulate(
             for lay in layouts
         ],
         diverged=[np.zeros(R, dtype=np.int64) for _ in algos],
+        plan=run_plan,
     )
-    run.fused = fused_local_plan(run)
     concurrency = 1 if dask is not None else len(split_blocks(*chunks[0], n_threads))
     clock = Clock(n_max, R, sum(r.size for r in recs), concurrency, progress, LONG_RUN_SECONDS)
     clock.t_start = t_start
@@ -543,6 +573,7 @@ def simulate(
         "dtype": dtype,
         "chunks": len(chunks),
         "parallel": parallel,
+        "path": run_plan.describe(),
         "diverged": n_div,
         "versions": _versions(),
         "timing": {
@@ -642,6 +673,12 @@ def _dask_part(spec: _Run, j0: int, j1: int) -> tuple[int, list[np.ndarray], lis
     recorded values, divergence steps)`` for the merge."""
     if spec.be.name == "numpy":
         tune_allocator()
+    with kernels(enabled=spec.plan.kernels):  # the caller's switch, in this worker too
+        return _dask_part_run(spec, j0, j1)
+
+
+def _dask_part_run(spec: _Run, j0: int, j1: int) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
+    """:func:`_dask_part` under the plan's kernel switch."""
     with _WARM_UP_LOCK:  # parts sharing a worker process: lazy kernels built by one at a time
         _warm_up(spec)
     r0, r1 = j0 * REPLICATE_BLOCK, min(spec.R, j1 * REPLICATE_BLOCK)
@@ -712,7 +749,7 @@ def _run_chunk(
             vals = record_at(
                 problem,
                 algos[i],
-                state_rows(states[i], s0, s1, Rc),
+                states[i] if s1 - s0 == Rc else algos[i].select_rows(states[i], slice(s0, s1)),
                 m[s0:s1, ...],
                 sums[i][s0:s1, ...],
                 tails[i][s0:s1, ...],
@@ -725,7 +762,7 @@ def _run_chunk(
         rec_pos[i] += 1
         clock.recorded(time.perf_counter() - t_rec, timed)
 
-    if run.fused and segment_kernel(d, run.fused) is not None:  # whole segments of steps, compiled
+    if run.fused:  # the plan's path: whole segments of local steps, compiled
         fused = FusedLocal(run, Rc, blocks, which)
         for g, i in enumerate(which):
             states[i], sums[i], tails[i] = fused.states[g], fused.sums[g], fused.tails[g]
