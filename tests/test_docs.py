@@ -48,7 +48,10 @@ def site(tmp_path_factory) -> Path:
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        pytest.fail("headless Chromium not found (apt-get install -y chromium; .ci/run does this)")
+        pytest.fail(
+            "headless Chromium not found: the browser tests need it (sudo apt-get install -y "
+            "chromium, or the chromium-browser package; .ci/run installs it, see README.md)"
+        )
     return exe
 
 
