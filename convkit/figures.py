@@ -179,9 +179,12 @@ def run_figures(
     Returns
     -------
     int
-        Exit code: 0 success, 1 some analysis failed, 2 no analyses directory, unknown names,
-        a quick run aimed at the committed set, ``checks_only`` together with ``replot``, or
-        an ``AFTER`` naming no analysis or forming a cycle.
+        Exit code: 0 success, 1 some analysis failed, 2 (one line on stderr, before any work)
+        no analyses directory or no analysis in it, unknown names, a quick run aimed at the
+        committed set, ``checks_only`` together with ``replot``, ``checks_only`` or ``replot``
+        on an ``out`` without the data (without ``names``: the analyses whose CSV is in
+        ``out``, at least one), an ``out`` that cannot be written, or an ``AFTER`` naming no
+        analysis or forming a cycle.
     """
     analyses_dir = Path(analyses_dir).resolve()
     if not analyses_dir.is_dir():
@@ -198,10 +201,37 @@ def run_figures(
             file=sys.stderr,
         )
         return 2
-    names = list(names or discover(analyses_dir))
-    unknown = set(names) - set(discover(analyses_dir))
+    available = discover(analyses_dir)
+    if not available:
+        print(
+            f"convkit figures: no analyses in {analyses_dir} (an analysis is a module NAME.py "
+            "with run, plot and checks)",
+            file=sys.stderr,
+        )
+        return 2
+    unknown = set(names or ()) - set(available)
     if unknown:
         print(f"convkit figures: unknown analyses {sorted(unknown)}", file=sys.stderr)
+        return 2
+    given = bool(names)
+    names = list(names or available)
+    if checks_only or replot:  # they read the data of an earlier run: it must be there
+        have = [n for n in names if (out / f"{n}.csv").is_file()]
+        missing = sorted(set(names) - set(have))
+        if not have or (given and missing):
+            mode = "--checks-only" if checks_only else "--replot"
+            print(
+                f"convkit figures: {mode} reads the data of an earlier run, and {out} has "
+                f"no {', '.join(f'{n}.csv' for n in missing[:5])}"
+                f"{f' (and {len(missing) - 5} more)' if len(missing) > 5 else ''}; "
+                f"run `convkit figures --out {out}` first",
+                file=sys.stderr,
+            )
+            return 2
+        names = have
+    unwritable = _unwritable(out)
+    if unwritable:
+        print(f"convkit figures: {unwritable}", file=sys.stderr)
         return 2
     if command is None:
         parts = ["convkit figures"] + (["--quick"] if quick else [])
@@ -209,7 +239,6 @@ def run_figures(
         parts += ["--replot"] if replot else []
         parts += [f"--only {' '.join(names)}", f"--out {out}"]
         command = " ".join(parts)
-    out.mkdir(parents=True, exist_ok=True)
     index_path = out / "checks.json"
     all_checks: dict[str, list] = _read_json(index_path)
     runs: dict[str, dict] = _read_json(out / "runs.json")
@@ -247,6 +276,20 @@ def run_figures(
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why files cannot be written into ``out`` (created if missing), or None when they can:
+    a real write is tried, since permissions alone do not tell (a read-only file system)."""
+    import tempfile
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        return f"cannot write into the output directory {out}: {exc.strerror or exc}"
+    return None
 
 
 def run_after(analyses_dir: Path, names: Sequence[str]) -> dict[str, tuple[str, ...]]:

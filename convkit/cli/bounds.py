@@ -9,13 +9,15 @@ import argparse
 import json
 import sys
 
+from convkit.cli._parser import OneLineParser
+
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     from convkit.bounds.core import KINDS
 
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="convkit bounds",
         description="Print the library of results: expression, conditions, provenance.",
     )
@@ -29,7 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=KINDS, default=None, help="only results of this kind")
     p.add_argument("--latex", action="store_true", help="print the LaTeX statement too")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of text")
-    p.add_argument("--list", action="store_true", help="only list the names (fast)")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="only list the names (fast; with --kind the results are built to read their kind)",
+    )
     return p
 
 
@@ -54,12 +60,13 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             chosen.extend(h for h in hits if h not in chosen)
         selected = chosen
+    results = [get(n) for n in selected] if args.kind or not args.list else []
+    if args.kind:
+        results = [r for r in results if r.kind == args.kind]
+        selected = [r.name for r in results]
     if args.list:
         print("\n".join(selected))
         return 0
-    results = [get(n) for n in selected]
-    if args.kind:
-        results = [r for r in results if r.kind == args.kind]
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
         return 0

@@ -8,12 +8,12 @@
 
 from __future__ import annotations
 
-import argparse
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
 from convkit import figures as pipeline
+from convkit.cli._parser import OneLineParser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,8 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit code: 0 success, 1 some analysis failed, 2 bad options, analyses directory or
-        analysis names, or a quick run aimed at the committed set.
+        Exit code: 0 success, 1 some analysis failed, 2 bad options (``--only`` without a
+        name), an analyses directory without analyses, unknown analysis names, an output
+        directory that cannot be written, ``--checks-only``/``--replot`` on a directory
+        without the data, or a quick run aimed at the committed set (one line on stderr).
     """
     import sys
 
@@ -36,16 +38,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     matplotlib.use("Agg")
     argv = list(sys.argv[2:] if argv is None else argv)
-    p = argparse.ArgumentParser(
-        prog="convkit figures", description=pipeline.__doc__.splitlines()[0]
-    )
+    p = OneLineParser(prog="convkit figures", description=pipeline.__doc__.splitlines()[0])
     p.add_argument(
         "--quick",
         action="store_true",
         help=f"reduced settings; written to {pipeline.QUICK_OUT.name}/ unless --out is given, "
         "never into the committed figures/",
     )
-    p.add_argument("--only", nargs="*", default=None, help="analysis names to run")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="analysis names to run (at least one; omit --only to run them all)",
+    )
     p.add_argument(
         "--out",
         default=None,

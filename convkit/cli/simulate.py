@@ -14,7 +14,9 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
+
+from convkit.cli._parser import OneLineParser
 
 __all__ = ["build_parser", "main"]
 
@@ -28,14 +30,6 @@ class UsageError(Exception):
     def __init__(self, option: str, value: Any, message: str) -> None:
         super().__init__(f"{option} {value}: {message}")
         self.option, self.value, self.message = option, value, message
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def _integer(low: int) -> Callable[[str], int]:
@@ -100,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of ``convkit simulate`` (every option with its meaning, default, range)."""
     from convkit.problems.base import METRICS
 
-    p = _Parser(
+    p = OneLineParser(
         prog=PROG,
         description="One Local-SGD run on a Gaussian least-squares problem; prints the curve of "
         "the Polyak-Ruppert averaged iterate (mean, standard error and count over replicates) "
