@@ -16,6 +16,7 @@ from .datasets import (
 )
 from .finite_sum import FiniteLeastSquares, FiniteLogistic, FiniteSum, IndexBatch
 from .heterogeneous import HeterogeneousLeastSquares
+from .heterogeneous_logistic import HeterogeneousLogistic
 from .least_squares import LeastSquares, LSBatch, spectrum
 from .logistic import LogisticBatch, LogisticRegression, bernoulli_kl_logits, sigmoid
 
@@ -27,6 +28,7 @@ __all__ = [
     "FiniteSum",
     "GradientOracle",
     "HeterogeneousLeastSquares",
+    "HeterogeneousLogistic",
     "IndexBatch",
     "LSBatch",
     "LeastSquares",

@@ -1,0 +1,117 @@
+"""Logistic regression with node data distributions: the optimum, zeta^2, the gradients and
+Hessians (against finite differences and Monte Carlo), the excess risk's two forms, the node
+metrics in simulate. Exact identities to ~machine precision or to the stated quadrature
+accuracy; Monte Carlo with fixed seeds and tolerances of 4 standard errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import convkit as ck
+from convkit.backend import Backend
+from convkit.problems import heterogeneous_logistic as hl
+from convkit.problems.heterogeneous_logistic import HeterogeneousLogistic
+
+
+@pytest.fixture(scope="module")
+def prob():
+    return HeterogeneousLogistic(5, 4, zeta2=0.05, feature_shift=1.0,
+                                 covariance_dissimilarity=0.3, spectrum="1/i", seed=1)  # fmt: skip
+
+
+def test_optimum_and_zeta2(prob):
+    g = prob.worker_grads(prob.theta_star)
+    assert np.linalg.norm(g.mean(axis=0)) <= 1e-13
+    assert prob.zeta2 == pytest.approx(0.05, rel=1e-10)
+    assert np.mean(np.sum(g * g, axis=1)) == pytest.approx(prob.zeta2, rel=1e-14)
+    assert prob.f_star == pytest.approx(float(prob.node_losses(prob.theta_star).mean()), rel=1e-15)
+    # the node means and covariance spectra: exact by construction
+    assert np.mean(np.sum(prob.means**2, axis=1)) == pytest.approx(1.0, rel=1e-13)
+    assert np.max(np.abs(prob.node_s - prob.s)) == pytest.approx(0.3, rel=1e-13)
+    assert prob.delta > 0 and prob.delta_ms <= prob.delta**2
+    assert 0 < prob.mu <= prob.L
+
+
+def test_covariate_shift_alone_has_no_first_order_heterogeneity():
+    """Every node well specified with the same beta: theta* = beta, zeta^2 = 0, yet the
+    Hessians differ."""
+    p = HeterogeneousLogistic(4, 3, zeta2=0.0, feature_shift=1.5,
+                              covariance_dissimilarity=0.4, seed=2)  # fmt: skip
+    np.testing.assert_allclose(p.theta_star, p.beta, atol=1e-12)
+    assert p.zeta2 <= 1e-26
+    assert p.delta > 0.01
+
+
+def test_gradients_and_hessians_against_finite_differences(prob):
+    th = prob.theta_star + 0.3 * np.random.default_rng(0).standard_normal(5)
+    h = 1e-5
+    e = h * np.eye(5)
+    fd = np.array([(prob.node_losses(th + e[j]) - prob.node_losses(th - e[j])) / (2 * h)
+                   for j in range(5)]).T  # fmt: skip
+    np.testing.assert_allclose(fd, prob.worker_grads(th), atol=1e-9)
+    fdh = np.array([(prob.worker_grads(th + e[j]) - prob.worker_grads(th - e[j])) / (2 * h)
+                    for j in range(5)]).transpose(1, 2, 0)  # fmt: skip
+    np.testing.assert_allclose(fdh, prob.node_hessians(th), atol=1e-9)
+    np.testing.assert_allclose(prob.node_hessians(prob.theta_star).mean(axis=0), prob.H_star)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1e-2, 0.1, 1.0, 3.0])
+def test_excess_risk_forms_agree(prob, scale):
+    """The divergence form (2-D rule) against the difference of the 1-D forms, which is
+    exact up to the rounding 1e-16 f* / (f - f*) (1.7e-9 at the smallest scale)."""
+    X = prob.theta_star + scale * np.random.default_rng(2).standard_normal((5, 5))
+    direct = prob.loss(X) - prob.f_star
+    kl = prob.kl_term(X) + (X - prob.theta_star) @ prob.grad_at_optimum
+    tol = 1e-10 + 2e-16 / direct.min()
+    if scale <= 1.0:  # the 2-D rule of 32 nodes is far less accurate at the largest scale
+        np.testing.assert_allclose(kl, direct, rtol=tol)
+    er = prob.errors(X)["excess_risk"]
+    np.testing.assert_allclose(er, direct, rtol=tol)
+    assert np.all(er > 0)
+
+
+def test_kernel_and_numpy_rule_agree(prob, monkeypatch):
+    X = prob.theta_star + 0.1 * np.random.default_rng(3).standard_normal((4, 5))
+    compiled = prob.kl_term(X)
+    monkeypatch.setattr(hl, "numba_available", lambda: False)
+    np.testing.assert_allclose(prob.kl_term(X), compiled, rtol=1e-12)
+
+
+def test_sampling_matches_exact_gradients_and_losses(prob):
+    """Node i's stochastic gradient has mean grad f_i, its loss mean f_i (4 SE)."""
+    R = 100000
+    batch = prob.sample(Backend().stream(3, "g"), (R, 4, 1))
+    th0 = prob.theta_star + 0.2
+    th = np.broadcast_to(th0, (R, 4, 5)).copy()
+    g = prob.stochastic_grad(th, batch)
+    se = g.std(axis=0) / np.sqrt(R)
+    assert np.all(np.abs(g.mean(axis=0) - prob.worker_grads(th0)) <= 4 * se)
+    x, y = batch.x[:, :, 0, :], batch.y[:, :, 0]
+    loss = np.logaddexp(0.0, -y * (x @ th0))  # (R, P)
+    se_l = loss.std(axis=0) / np.sqrt(R)
+    assert np.all(np.abs(loss.mean(axis=0) - prob.node_losses(th0)) <= 4 * se_l)
+
+
+def test_simulate_with_node_metrics(prob):
+    algos = [ck.LocalSGD(4, ck.Constant(0.1), comm="every:5", name="local"),
+             ck.algorithms.SCAFFOLD(4, ck.Constant(0.1), comm="every:5", name="scaffold")]
+    res = ck.simulate(prob, algos, steps=50, replicates=20, seed=0, record=[50], n_record=2,
+                      progress=False)  # fmt: skip
+    for lab in ("local", "scaffold"):
+        cv = res.values[lab]
+        last = cv.values[-1, cv.iterates.index("last"), cv.metrics.index("excess_risk")]
+        node = cv.values[-1, cv.iterates.index("state"), cv.metrics.index("node_excess_risk")]
+        assert np.all(np.isfinite(last)) and np.all(last > 0)
+        np.testing.assert_allclose(node, last, rtol=1e-6)  # step 50 ends a round
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError, match="workers = 1"):
+        HeterogeneousLogistic(3, 1, zeta2=0.1)
+    with pytest.raises(ValueError, match="feature_shift"):
+        HeterogeneousLogistic(3, 2, feature_shift=-1.0)
+    with pytest.raises(ValueError, match="beta must be"):
+        HeterogeneousLogistic(3, 2, beta=np.ones(4))
+    with pytest.raises(ValueError, match="workers = 2 nodes"):
+        HeterogeneousLogistic(3, 2).sample(Backend().stream(0, "x"), (2, 3, 1))
