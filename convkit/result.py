@@ -119,9 +119,9 @@ class Result:
     survivor ``se = inf`` (one value carries no estimate of its spread; keep ``count >= 2``
     before a within-k-SE test).  :meth:`curve` and :meth:`final` add ``diverged``, the
     replicates diverged at or before the row's step.  :meth:`final` reports every
-    configuration at its own last reported step, with ``last_step`` (the configuration's last
-    scheduled record step) and ``truncated`` (``step < last_step``: every replicate diverged
-    before the end).  :meth:`compare` has a row only at the steps where at least one
+    configuration at its last scheduled record step (never an earlier one): the survivors'
+    mean, or, when every replicate diverged before it, ``mean = se = inf`` with ``count = 0``
+    and ``all_diverged = True``.  :meth:`compare` has a row only at the steps where at least one
     replicate survives in both configurations (paired), ``count`` of them; ``diff_se`` and
     ``ratio_se`` are ``inf`` for a single pair, and a zero baseline mean gives
     ``ratio = +-inf`` with ``ratio_se = inf``.  Exact engines (one pseudo-replicate holding
@@ -199,23 +199,75 @@ class Result:
         return self._add_diverged(sel.sort_values("step").reset_index(drop=True))
 
     def final(self, metric: str = "hnorm2", iterate: str = "avg") -> pd.DataFrame:
-        """The last reported record point of every configuration (sorted by config).
+        """Every configuration at its last scheduled record step (one row each, sorted by
+        config), never at an earlier step.
 
-        Extra columns: ``last_step`` (the configuration's last scheduled record step),
-        ``truncated`` (``step < last_step``: every replicate diverged before the end, so this
-        row is at an earlier step than the others) and ``diverged`` (replicates diverged by
-        ``step``; when values are held).
+        The row is the frame's row at that step: the mean over the replicates that survive
+        to it (``count`` of them) with ``diverged``, the replicates diverged by then (when
+        values are held).  A configuration whose every replicate diverged before its last
+        step has no frame row there; :meth:`final` reports it at that step all the same,
+        with ``mean = se = +inf``, ``count = 0``, ``diverged = R`` and the axes
+        (``gradients``, ``rounds``, ...) of that step: a diverged error is infinite, and
+        taking the last finite value instead would compare configurations at different
+        steps (the behaviour before).  Extra columns: ``last_step`` (the step of the row,
+        the configuration's last scheduled record step) and ``all_diverged`` (every replicate
+        diverged before it: the row's ``mean`` is ``inf``).  A configuration without a row
+        at its last step that is not explained by divergence raises ``ValueError``.
         """
+        import pandas as pd
 
         self._check_names(metric, iterate, self.frame)
         f = self.frame[(self.frame.metric == metric) & (self.frame.iterate == iterate)]
-        out = f.loc[f.groupby("config")["step"].idxmax()].reset_index(drop=True)
-        last = [
-            self._last_record_step(c, s) for c, s in zip(out["config"], out["step"], strict=True)
-        ]
-        out["last_step"] = np.asarray(last, dtype=np.int64)
-        out["truncated"] = out["step"].to_numpy() < out["last_step"].to_numpy()
-        return self._add_diverged(out)
+        rows = []
+        for config in sorted(set(f["config"]) | self._reported_then_diverged(metric, iterate)):
+            mine = f.loc[f.config == config, "step"]
+            last = self._last_record_step(config, int(mine.max()) if len(mine) else 0)
+            at = f[(f.config == config) & (f.step == last)]
+            if len(at):
+                rows.append(at.iloc[[0]].assign(all_diverged=False))
+            else:
+                rows.append(self._diverged_row(config, last, metric, iterate))
+        out = pd.concat(rows, ignore_index=True)
+        out.insert(out.columns.get_loc("count") + 1, "last_step", out["step"].astype(np.int64))
+        out = self._add_diverged(out)
+        return out[[c for c in out.columns if c != "all_diverged"] + ["all_diverged"]]
+
+    def _reported_then_diverged(self, metric: str, iterate: str) -> set[str]:
+        """Configurations whose every replicate diverged and that record ``(iterate,
+        metric)``: in their layout and, for an algorithm metric (iterate ``"state"``, whose
+        layout the algorithms of a call may share), with a value before the divergence.
+        They may have no frame row of it at all (a tail that had not started)."""
+        out = set()
+        for name, cv in self.values.items():
+            if metric not in cv.metrics or iterate not in cv.iterates:
+                continue
+            if not (cv.diverged_at.size and np.all(cv.diverged_at > 0)):
+                continue
+            if iterate == "state":
+                v = cv.values[:, cv.iterates.index(iterate), cv.metrics.index(metric), :]
+                if not np.any(np.isfinite(v) & cv.valid_mask()[:, 0, 0, :]):
+                    continue
+            out.add(name)
+        return out
+
+    def _diverged_row(self, config: str, step: int, metric: str, iterate: str) -> pd.DataFrame:
+        """The :meth:`final` row of a configuration whose every replicate diverged before
+        ``step``: ``mean = se = inf``, ``count = 0``, the axes of ``step``."""
+        import pandas as pd
+
+        cv = self.values.get(config)
+        if cv is None or not np.all(cv.diverged_by()[cv.steps == step] == cv.diverged_at.size):
+            raise ValueError(
+                f"configuration {config!r} has no {iterate!r} {metric!r} row at its last record "
+                f"step {step}, and its replicates did not all diverge before it (see "
+                "Result.diverged); final() reports only the last step"
+            )
+        i = int(np.flatnonzero(cv.steps == step)[0])
+        row = {"config": config, "step": step}
+        row.update({ax: cv.axes[ax][i] for ax in ("gradients", "rounds", "messages", "bits")})
+        row.update(iterate=iterate, metric=metric, mean=np.inf, se=np.inf, count=0)
+        frame = pd.DataFrame([row]).astype({c: self.frame[c].dtype for c in self.frame.columns})
+        return frame.assign(all_diverged=True)
 
     @property
     def diverged(self) -> pd.DataFrame:

@@ -1,9 +1,10 @@
 """What a Result reports after divergence (the rule of the ``Result`` docstring).
 
 * a curve stops at the last record step with at least one surviving replicate; no row after;
-* ``final()`` gives each configuration its own last reported step, with ``last_step`` (the
-  configuration's scheduled last record step), ``truncated`` (step < last_step) and
-  ``diverged`` (replicates diverged by that step);
+* ``final()`` reports every configuration at its last scheduled record step, never at an
+  earlier one (which mixed steps across configurations): the survivors' mean with
+  ``diverged`` (replicates diverged by that step), and for a configuration whose every
+  replicate diverged ``mean = se = inf``, ``count = 0``, ``all_diverged = True``;
 * ``compare()`` only over the steps where at least one replicate survives in both;
 * one surviving replicate: ``se = inf`` (no spread estimate), never NaN; no NaN anywhere in
   ``mean``, ``se``, ``diff``, ``diff_se``, ``ratio``, ``ratio_se``.
@@ -74,17 +75,22 @@ def test_all_diverged_curve_stops_at_the_last_step_with_a_survivor(all_diverge):
     assert f[f.config == "big"]["step"].max() == last_alive
 
 
-def test_all_diverged_final_reports_its_own_last_step_and_flags_it(all_diverge):
+def test_all_diverged_final_reports_the_last_step_as_infinite(all_diverge):
     cv = all_diverge.values["big"]
-    alive = _survivors(cv)
-    fin = all_diverge.final().set_index("config")
-    assert {"step", "last_step", "truncated", "diverged"} <= set(fin.columns)
-    assert fin.loc["big", "step"] == cv.steps[alive > 0].max() < 500
-    assert fin.loc["big", "last_step"] == 500 and bool(fin.loc["big", "truncated"])
-    assert fin.loc["big", "diverged"] + fin.loc["big", "count"] == R_ALL
-    assert fin.loc["ok", "step"] == fin.loc["ok", "last_step"] == 500
-    assert not bool(fin.loc["ok", "truncated"]) and fin.loc["ok", "diverged"] == 0
-    assert fin[NUMERIC].notna().all().all()
+    assert np.all((cv.diverged_at > 0) & (cv.diverged_at < 500))  # the premise
+    for metric, it in (("hnorm2", "avg"), ("dist2", "last"), ("excess_risk", "tail")):
+        fin = all_diverge.final(metric, it).set_index("config")
+        assert {"step", "last_step", "all_diverged", "diverged"} <= set(fin.columns)
+        # one step for every configuration: no row taken from before the divergence
+        assert (fin["step"] == 500).all() and (fin["last_step"] == 500).all()
+        big = fin.loc["big"]
+        assert np.isposinf(big["mean"]) and np.isposinf(big["se"]) and big["count"] == 0
+        assert big["all_diverged"] is True or big["all_diverged"] == np.True_
+        assert fin["all_diverged"].dtype == bool and big["diverged"] == R_ALL
+        assert big["rounds"] == 1 and big["gradients"] == 500 * 2  # the axes at step 500
+        assert not bool(fin.loc["ok", "all_diverged"]) and fin.loc["ok", "diverged"] == 0
+        assert fin.loc["ok", "count"] == R_ALL and np.isfinite(fin.loc["ok", "mean"])
+        assert fin[NUMERIC].notna().all().all()
 
 
 def test_single_survivor_has_infinite_se_and_no_nan_anywhere(all_diverge):
@@ -102,7 +108,7 @@ def test_single_survivor_has_infinite_se_and_no_nan_anywhere(all_diverge):
     assert cmp_[COMPARE_NUMERIC].notna().all().all()
     assert np.isposinf(cmp_[["diff_se", "ratio_se"]]).all().all()
     fin = one.final()
-    assert np.isposinf(fin["se"]).all() and not fin["truncated"].any()
+    assert np.isposinf(fin["se"]).all() and not fin["all_diverged"].any()
 
 
 @pytest.mark.parametrize("pair", [("ok", "big"), ("big", "ok")])
@@ -127,7 +133,7 @@ def test_partial_divergence_final_is_complete_and_counts_the_diverged(partly_div
     assert 0 < n_div < R_PART
     fin = partly_diverge.final().set_index("config")
     assert (fin["step"] == 3000).all() and (fin["last_step"] == 3000).all()
-    assert not fin["truncated"].any()
+    assert not fin["all_diverged"].any()
     assert fin.loc["edge", "count"] == R_PART - n_div
     assert fin.loc["edge", "diverged"] == n_div and fin.loc["calm", "diverged"] == 0
     cmp_ = partly_diverge.compare("edge", "calm")
@@ -163,8 +169,10 @@ def test_hand_made_rule():
     assert a["diverged"].tolist() == [0, 1, 2]
     assert np.isposinf(a["se"].iloc[-1]) and np.isfinite(a["se"].iloc[:-1]).all()
     fin = res.final().set_index("config")
-    assert fin.loc["a", "step"] == 3 and bool(fin.loc["a", "truncated"])
-    assert fin.loc["b", "step"] == 4 and not bool(fin.loc["b", "truncated"])
+    assert fin.loc["a", "step"] == 4 and bool(fin.loc["a", "all_diverged"])
+    assert np.isposinf(fin.loc["a", "mean"]) and fin.loc["a", "diverged"] == 3
+    assert fin.loc["b", "step"] == 4 and not bool(fin.loc["b", "all_diverged"])
+    assert fin.loc["b", "mean"] == pytest.approx(res.curve("b")["mean"].iloc[-1], rel=0)
     for x, y in (("a", "b"), ("b", "a")):
         cmp_ = res.compare(x, y)
         assert cmp_["step"].tolist() == [1, 2, 3]
@@ -194,7 +202,7 @@ def test_replicates_with_no_common_survivor_give_no_compare_row():
 # ------------------------------------------------------------------ exact engine
 def test_exact_engine_compare_has_zero_se_and_final_flags_divergence():
     """An exact result (one pseudo-replicate, se = 0): paired SEs are 0, not NaN; a
-    mean-square divergent step size is truncated in final()."""
+    mean-square divergent step size is reported as infinite at the last step in final()."""
     from convkit.exact import expected_error, stability_limit
 
     prob = ck.LeastSquares.gaussian(4, spectrum="1/i", noise=0.5)
@@ -203,12 +211,13 @@ def test_exact_engine_compare_has_zero_se_and_final_flags_divergence():
     with pytest.warns(ck.DivergenceWarning):
         ex = expected_error(prob, algos, steps=20000)
     fin = ex.final().set_index("config")
-    assert bool(fin.loc["up", "truncated"]) and fin.loc["up", "step"] < ex.meta["diverged"]["up"]
-    assert not fin.drop(index="up")["truncated"].any()
+    assert bool(fin.loc["up", "all_diverged"]) and (fin["step"] == 20000).all()
+    assert np.isposinf(fin.loc["up", "mean"]) and fin.loc["up", "diverged"] == 1
+    assert not fin.drop(index="up")["all_diverged"].any()
     cmp_ = ex.compare("up", algos[1].label)
     assert cmp_[COMPARE_NUMERIC].notna().all().all()
     assert (cmp_["diff_se"] == 0).all() and (cmp_["ratio_se"] == 0).all()
-    assert cmp_["step"].max() == fin.loc["up", "step"]
+    assert cmp_["step"].max() < ex.meta["diverged"]["up"]
 
 
 def test_no_warning_and_nothing_flagged_without_divergence():
@@ -217,4 +226,4 @@ def test_no_warning_and_nothing_flagged_without_divergence():
         warnings.simplefilter("error")
         res = ck.simulate(prob, ck.OSA(2, ck.Constant(0.05), name="s"), steps=50, replicates=5)
     fin = res.final()
-    assert not fin["truncated"].any() and (fin["diverged"] == 0).all()
+    assert not fin["all_diverged"].any() and (fin["diverged"] == 0).all()
