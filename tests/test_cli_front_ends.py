@@ -153,3 +153,10 @@ def test_checks_only_and_replot_on_an_empty_folder_are_one_line(tmp_path, capsys
     assert "beta.csv" in _one_error_line(capsys)
     assert _code(argv) == 0
     assert (empty / "checks.json").is_file()
+
+
+def test_sweep_option_errors_are_one_line(tmp_path, capsys):
+    """A missing --out printed argparse's usage block and the error; now one line, exit 2."""
+    assert _code(["sweep", str(tmp_path / "spec.toml")]) == 2
+    line = _one_error_line(capsys)
+    assert "--out" in line and "(see convkit sweep --help)" in line

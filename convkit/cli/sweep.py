@@ -3,11 +3,11 @@ spec, list its configurations (``--dry-run``) or run it and print the summary.""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from convkit.cli._parser import OneLineParser
 from convkit.sweep.cache import Cache
 from convkit.sweep.errors import SpecError, SweepOutputError
 from convkit.sweep.runner import _check_output, run
@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec or command line, or an output directory that holds another sweep, is in use or is
     damaged.
     """
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="convkit sweep",
         description="Run a parameter sweep from a TOML spec (cached, resumable, parallel).",
     )
