@@ -208,7 +208,11 @@ class Algorithm(ABC):
 
     @property
     def label(self) -> str:
-        """Display name: ``name`` if given, else built from the description."""
+        """Display name: ``name`` if given, else built from the description
+        (:meth:`default_label`): the class name and its settings, each ``key=value`` part
+        named by its constructor argument (``consensus_step=0.4``), except the shorthands
+        ``P`` (``workers``) and ``b`` (``batch``) that every label shares; nested names
+        (a compressor, a schedule, a topology) are theirs."""
         if self.name:
             return self.name
         return self.default_label()

@@ -672,7 +672,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
         extra += "" if self.copies_start == "x0" else f", copies_start={self.copies_start}"
         return (
             f"CHOCOSGD({self.topology.name}, {self.compressor.name}, "
-            f"gamma_c={self.consensus_step:g}{extra}, b={self.batch})"
+            f"consensus_step={self.consensus_step:g}{extra}, b={self.batch})"
         )
 
 

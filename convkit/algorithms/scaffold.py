@@ -171,5 +171,5 @@ class SCAFFOLD(Algorithm):
         }
 
     def default_label(self) -> str:
-        eta = "" if self.server_step == 1.0 else f", eta_g={self.server_step:g}"
+        eta = "" if self.server_step == 1.0 else f", server_step={self.server_step:g}"
         return f"SCAFFOLD(P={self.workers}, b={self.batch}, {self.comm.label}{eta})"

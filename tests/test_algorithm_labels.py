@@ -1,0 +1,88 @@
+"""Default labels name their settings by the constructor's argument names (``consensus_step=``,
+not ``gamma_c=``), for every algorithm and every optional setting a label shows; the one
+exception is the notation ``P`` (``workers``) and ``b`` (``batch``) that every label shares."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+
+import convkit as ck
+from convkit import algorithms as algs
+from convkit.compression import TopK
+from convkit.topology import ring
+
+#: The shorthands every label uses (documented in ``Algorithm.label``).
+SHORTHANDS = {"P": "workers", "b": "batch"}
+
+
+def _top_level_keys(label: str) -> list[str]:
+    """``key`` of every ``key=value`` part at depth 1 of ``Name(part, part, ...)`` (parts of
+    nested names, such as a compressor's ``top-k(k=2)``, are theirs, not the algorithm's)."""
+    inner = label[label.index("(") + 1 : label.rindex(")")]
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return [m.group(1) for p in parts if (m := re.match(r"^(\w+)=", p))]
+
+
+def _every_algorithm() -> list[tuple[str, object]]:
+    """One instance per class with every optional setting that changes the label set away
+    from its default (so that the label shows it)."""
+    step = ck.Constant(0.1)
+    topo = ring(4)
+    comp = TopK(k=2)
+    return [
+        ("LocalSGD", algs.LocalSGD(4, step, "every:5", batch=2)),
+        ("MBA", algs.MBA(4, step)),
+        ("OSA", algs.OSA(4, step)),
+        ("SCAFFOLD", algs.SCAFFOLD(4, step, "every:5", server_step=0.5)),
+        ("DPSGD", algs.DPSGD(topo, step)),
+        ("DCDPSGD", algs.DCDPSGD(topo, step, comp, allow_biased=True)),
+        ("ECDPSGD", algs.ECDPSGD(topo, step, comp, allow_biased=True, copies_start="zero")),
+        (
+            "CHOCOSGD",
+            algs.CHOCOSGD(topo, step, comp, 0.4, order="reference_code", copies_start="zero"),
+        ),
+        ("DeepSqueeze", algs.DeepSqueeze(topo, step, comp, 0.2)),
+        ("ErrorFeedbackSGD", algs.ErrorFeedbackSGD(4, step, comp)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name,algo", _every_algorithm(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_label_keys_are_constructor_arguments(name, algo):
+    cls = getattr(algs, name)
+    params = set(inspect.signature(cls).parameters)
+    keys = _top_level_keys(algo.label)
+    assert keys, algo.label
+    for key in keys:
+        allowed = key in params or (key in SHORTHANDS and SHORTHANDS[key] in params)
+        assert allowed, f"{name}: label {algo.label!r} shows {key}=, not an argument {params}"
+
+
+def test_every_exported_algorithm_is_covered():
+    covered = {name for name, _ in _every_algorithm()}
+    exported = {
+        n
+        for n in algs.__all__
+        if inspect.isclass(getattr(algs, n)) and issubclass(getattr(algs, n), algs.Algorithm)
+    } - {"Algorithm"}
+    assert exported <= covered, exported - covered
+
+
+def test_the_renamed_settings_read_as_their_arguments():
+    choco = algs.CHOCOSGD(ring(4), ck.Constant(0.1), TopK(k=2), 0.4)
+    assert "consensus_step=0.4" in choco.label and "gamma_c" not in choco.label
+    scaffold = algs.SCAFFOLD(4, ck.Constant(0.1), "every:5", server_step=0.5)
+    assert "server_step=0.5" in scaffold.label and "eta_g" not in scaffold.label
