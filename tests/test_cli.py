@@ -48,8 +48,21 @@ def test_simulate_prints_a_table():
         check=True,
     ).stdout
     header = out.splitlines()[0].split()
-    assert header == ["step", "gradients", "rounds", "mean", "se", "count"]
+    assert header == ["step", "gradients", "rounds", "hnorm2_avg", "se", "count"]
     assert out.splitlines()[-1].split()[0] == "100"
+
+
+def test_simulate_header_names_the_metric(capsys):
+    """The value column was headed `mean` whatever --metric chose (the tables of hnorm2 and
+    dist2 could not be told apart); it is headed by the metric of the averaged iterate."""
+    args = ["simulate", "--d", "3", "--workers", "2", "--gradients", "40", "--replicates", "3"]
+    tables = {}
+    for metric in ("hnorm2", "dist2", "excess_risk"):
+        assert main([*args, "--metric", metric]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert lines[0].split() == ["step", "gradients", "rounds", f"{metric}_avg", "se", "count"]
+        tables[metric] = [line.split()[3] for line in lines[1:]]
+    assert tables["hnorm2"] != tables["dist2"]
 
 
 def test_simulate_floor_remainder_and_position_schedules(capsys):

@@ -21,6 +21,8 @@ from convkit.cli._parser import OneLineParser
 __all__ = ["build_parser", "main"]
 
 PROG = "convkit simulate"
+#: columns of the curve printed; "mean" is printed under the name of what it is the mean of,
+#: ``<metric>_avg`` (the metric of the averaged iterate, e.g. ``hnorm2_avg``)
 COLUMNS = ["step", "gradients", "rounds", "mean", "se", "count"]
 
 
@@ -97,8 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog=PROG,
         description="One Local-SGD run on a Gaussian least-squares problem; prints the curve of "
-        "the Polyak-Ruppert averaged iterate (mean, standard error and count over replicates) "
-        "as a table.",
+        "the Polyak-Ruppert averaged iterate as a table, one row per record step: step (local "
+        "steps k), gradients (k P), rounds (communication rounds up to step k), METRIC_avg "
+        "(the mean over replicates of --metric at the averaged iterate, e.g. hnorm2_avg), se "
+        "(its standard error) and count (the replicates averaged).",
     )
     add = p.add_argument
 
@@ -247,6 +251,7 @@ def _run(args: argparse.Namespace) -> str:
         ),
     )
     curve = res.curve(metric=args.metric, iterate="avg")[COLUMNS]
+    curve = curve.rename(columns={"mean": f"{args.metric}_avg"})
     return curve.to_string(index=False, float_format=lambda v: f"{v:.6g}")
 
 
