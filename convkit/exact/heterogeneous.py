@@ -1,0 +1,228 @@
+r"""Exact expected error of MBA / Local-SGD / OSA on least squares with node Hessians and node
+optima (:class:`~convkit.problems.heterogeneous.HeterogeneousLeastSquares`).
+
+Derived here. Node ``i`` has ``x ~ N(0, H_i)``, ``H_i = diag(h_i)``, optimum ``theta*_i =
+theta* + u_i`` and gradient offset ``w_i = H_i u_i`` (``sum_i w_i = 0``). With ``e_i = theta_i -
+theta*`` and ``r_i = e_i - u_i``, a local step of batch ``b`` is
+
+    e_i' = e_i - gamma (1/b) sum_l x_l (x_l^T r_i - sigma eps_l),
+
+so that ``E[e_i' | past] = (I - gamma H_i) e_i + gamma w_i``: the nodes drift (first moments
+matter) and are no longer exchangeable. All ``H_i`` being diagonal, coordinate ``j`` of the
+first moments ``m_i = E e_i`` and of the cross-node second moments ``M_ik = E[e_i e_k^T]_jj``
+closes on itself (``P`` and ``P x P`` numbers per coordinate); with ``a_i = 1 - gamma h_i``
+(coordinate-wise):
+
+    m_i'  = a_i m_i + gamma w_i,
+    M_ik' = a_i a_k M_ik + gamma ((a m)_i w_k + w_i (a m)_k) + gamma^2 w_i w_k      (i != k),
+    M_ii' = (1 - 2 gamma h_i) M_ii + 2 gamma w_i m_i + gamma^2 [c_sq h_i^2 E r_i^2
+            + (h_i / b) (sum_l h_il E r_il^2 + sigma^2)],    E r_i^2 = M_ii - 2 u_i m_i + u_i^2,
+
+``c_sq = 1 + 1/b`` (Gaussian fourth moments, ``E[x x^T A x x^T] = 2 H A H + tr(HA) H``; the
+same one-step recursion as :mod:`convkit.exact.local` with ``r`` for ``e``, which it reduces to
+when ``u = 0``). Independent samples on different nodes make the cross terms noise-free. A
+communication round replaces every ``e_i`` by the mean ``ebar``: ``m_i <- mean_k m_k`` and
+every ``M_ik <- V = (1/P^2) sum_{i,k} M_ik``.
+
+Averages over time. With ``S_t = sum_{s<=t} ebar_s``, the cross moments ``B_i(t) = E[e_i,t
+S_t]`` satisfy ``B(t) = G_t (a B(t-1) + gamma w E S_{t-1}) + (1/P) sum_k M_.k(t)`` (``G_t``
+the round's averaging, or the identity), since ``E[e_t | past] = G_t (a e_{t-1} + gamma w)``;
+then ``Q(t) = E S_t^2 = Q(t-1) + 2 mean_i B_i(t) - V(t)`` and ``E||avg_t - theta*||_H^2 =
+sum_j h_j Q_j(t) / t^2`` (``H = (1/P) sum_i H_i``); the tail average restarts ``B``, ``E S``
+and ``Q`` at ``s0``. The last iterate: ``sum_j h_j V_j``. The nodes' mean error:
+``(1/P) sum_i sum_j h_j M_ii,j`` (``node_hnorm2``).
+
+Cost ``O(P^2 d)`` per local step, in NumPy. Gaussian design; Local-SGD family only
+(:class:`~convkit.algorithms.local.LocalSGD`: MBA, Local-SGD, OSA, any step and communication
+schedule, any batch). :func:`expected_error_nodes` returns the
+:class:`~convkit.result.Result` of :func:`convkit.exact.expected_error`, with the node metrics
+under the iterate ``"state"`` as :func:`convkit.simulate` records them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..algorithms.base import Algorithm, algorithm_list
+from ..algorithms.local import LocalSGD, local_steps_for
+from ..problems.heterogeneous import NODE_METRICS, HeterogeneousLeastSquares
+from ..recording import record_steps, starting_point
+from ..validation import check_int, check_real
+from .local import LocalSpec, local_specs
+
+__all__ = ["expected_error_nodes", "node_local_curves"]
+
+
+def node_local_curves(
+    problem: HeterogeneousLeastSquares,
+    spec: LocalSpec,
+    theta0: Any = None,
+    threshold: float = np.inf,
+) -> tuple[np.ndarray, int]:
+    """Raw exact curves of one Local-SGD configuration on ``problem`` (module docstring).
+
+    Returns ``(raw, diverged_at)``: ``raw`` of shape ``(len(rec), 9)`` with columns
+    ``E||avg||_H^2, E||avg||^2, E||tail||_H^2, E||tail||^2, E||last||_H^2, E||last||^2`` (of
+    the nodes' mean, minus ``theta*``) and the node metrics ``node_excess_risk, node_hnorm2,
+    node_dist2`` (means over nodes of each node's own error); NaN where undefined (tail
+    before its start, after divergence). ``diverged_at``: the first step with
+    ``E||ebar||^2 > threshold`` (0 if none)."""
+    P, d = problem.P, problem.d
+    if spec.workers != P:
+        raise ValueError(
+            f"the problem has workers = {P} nodes; the algorithm runs {spec.workers} workers"
+        )
+    hn = np.asarray(problem.node_h, dtype=np.float64)  # (P, d)
+    hbar = problem.h
+    u = problem.offsets
+    w = hn * u
+    sigma2 = float(problem.noise) ** 2
+    b = float(spec.batch)
+    c_sq = 1.0 + 1.0 / b
+    e0 = starting_point(theta0, d) - problem.theta_star
+    m = np.tile(e0, (P, 1))
+    M = np.tile(e0 * e0, (P, P, 1))  # M[i, k, j]
+    diag = np.arange(P)
+    B = np.zeros((P, d))
+    Bt = np.zeros((P, d))
+    mean_sum = np.zeros(d)  # E S_t
+    mean_sum_t = np.zeros(d)
+    Q = np.zeros(d)
+    Qt = np.zeros(d)
+    gam = spec.gammas
+    comm = spec.mask
+    rec = np.asarray(spec.rec, dtype=np.int64)
+    raw = np.full((rec.size, 9), np.nan)
+    pos = 0
+    s0 = spec.tail_start
+    with np.errstate(all="ignore"):
+        for k in range(1, spec.n + 1):
+            g = gam[k - 1]
+            a = 1.0 - g * hn
+            S = M[diag, diag]  # (P, d) same-node moments
+            Er2 = S - 2.0 * u * m + u * u
+            S_new = (
+                (1.0 - 2.0 * g * hn) * S
+                + 2.0 * g * w * m
+                + g
+                * g
+                * (c_sq * hn * hn * Er2 + hn / b * (np.sum(hn * Er2, axis=1)[:, None] + sigma2))
+            )
+            am = a * m
+            M = (
+                a[:, None, :] * a[None, :, :] * M
+                + g * (am[:, None, :] * w[None, :, :] + w[:, None, :] * am[None, :, :])
+                + (g * g) * (w[:, None, :] * w[None, :, :])
+            )
+            M[diag, diag] = S_new
+            m = am + g * w
+            Bn = a * B + g * w * mean_sum
+            Btn = a * Bt + g * w * mean_sum_t
+            if comm[k - 1] and P > 1:
+                m = np.broadcast_to(m.mean(axis=0), (P, d)).copy()
+                M = np.broadcast_to(M.mean(axis=(0, 1)), (P, P, d)).copy()
+                Bn = np.broadcast_to(Bn.mean(axis=0), (P, d)).copy()
+                Btn = np.broadcast_to(Btn.mean(axis=0), (P, d)).copy()
+            V = M.mean(axis=(0, 1))  # E ebar_j^2
+            cross = M.mean(axis=1)  # E[e_i ebar]
+            B = Bn + cross
+            mbar = m.mean(axis=0)
+            Q = Q + 2.0 * B.mean(axis=0) - V
+            mean_sum = mean_sum + mbar
+            if k >= s0:
+                Bt = Btn + cross
+                Qt = Qt + 2.0 * Bt.mean(axis=0) - V
+                mean_sum_t = mean_sum_t + mbar
+            v1 = float(V.sum())
+            if not v1 <= threshold:
+                raw[rec >= k] = np.nan
+                return raw, k
+            if pos < rec.size and rec[pos] == k:
+                row = raw[pos]
+                row[0], row[1] = float(hbar @ Q) / k**2, float(Q.sum()) / k**2
+                if k >= s0:
+                    c = (k - s0 + 1) ** 2
+                    row[2], row[3] = float(hbar @ Qt) / c, float(Qt.sum()) / c
+                row[4], row[5] = float(hbar @ V), v1
+                Sd = M[diag, diag]
+                row[7] = float(np.mean(Sd @ hbar))
+                row[6] = 0.5 * row[7]
+                row[8] = float(np.mean(Sd.sum(axis=1)))
+                pos += 1
+    return raw, 0
+
+
+def expected_error_nodes(
+    problem: HeterogeneousLeastSquares,
+    algorithms: Algorithm | Sequence[Algorithm],
+    *,
+    gradients: int | None = None,
+    steps: int | None = None,
+    theta0: Any = None,
+    record: Sequence[int] | None = None,
+    n_record: int = 40,
+    tail: float = 0.5,
+    divergence_factor: float = 1e12,
+) -> Any:
+    """Exact expected errors of Local-SGD-family ``algorithms`` on ``problem`` (node Hessians
+    and optima; module docstring), as a :class:`~convkit.result.Result` laid out as
+    :func:`convkit.exact.expected_error`'s (``se = 0``, ``count = 0``), with the node metrics
+    ``node_excess_risk``, ``node_hnorm2``, ``node_dist2`` under the iterate ``"state"``.
+    Arguments as :func:`convkit.exact.expected_error`'s."""
+    from .dispatch import EXACT_COUNT, _result_from_raw
+
+    t_start = time.perf_counter()
+    if not isinstance(problem, HeterogeneousLeastSquares):
+        raise TypeError(
+            "expected_error_nodes handles HeterogeneousLeastSquares problems, got "
+            f"{type(problem).__name__}"
+        )
+    algos = algorithm_list(algorithms)
+    for a in algos:
+        if type(a) is not LocalSGD:
+            raise TypeError(
+                f"expected_error_nodes handles LocalSGD (MBA, Local-SGD, OSA); got {a.label} "
+                f"({type(a).__name__})"
+            )
+    labels = [a.label for a in algos]
+    tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
+    check_real("divergence_factor", divergence_factor, low=1)
+    if (gradients is None) == (steps is None):
+        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
+    if steps is not None:
+        ns = [check_int("steps", steps, low=1)] * len(algos)
+    else:
+        ns = [local_steps_for(gradients, a.workers, a.batch) for a in algos]
+    e0 = starting_point(theta0, problem.d) - problem.theta_star
+    threshold = divergence_factor * max(float(e0 @ e0), 1.0)
+    recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
+    specs = local_specs(algos, ns, record, n_record, tail, n_max=max(ns), recs=recs)
+    raws, div = [], np.zeros(len(algos), dtype=np.int64)
+    for i, s in enumerate(specs):
+        raw, dv = node_local_curves(problem, s, theta0, threshold)
+        raws.append(raw)
+        div[i] = dv
+    meta = {
+        "problem": problem.describe(),
+        "algorithms": {
+            labels[i]: {
+                **a.describe(),
+                "local_steps": ns[i],
+                "gradients": ns[i] * a.workers * a.batch,
+            }
+            for i, a in enumerate(algos)
+        },
+        "engine": "exact",
+        "path": {"path": "exact-node-moments-numpy"},
+        "replicates": None,
+        "count": EXACT_COUNT,
+        "theta0": starting_point(theta0, problem.d).tolist(),
+        "tail": tail,
+        "timing": {"seconds": time.perf_counter() - t_start},
+    }
+    extras = dict.fromkeys(labels, list(NODE_METRICS))
+    return _result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)
