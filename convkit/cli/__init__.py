@@ -7,7 +7,8 @@ when used):
   ``analyses/`` and write its figures, data (CSV) and the check table
   (:mod:`convkit.cli.figures`, pipeline in :mod:`convkit.figures`);
 * ``convkit bounds``: print the library of theoretical results (:mod:`convkit.cli.bounds`);
-* ``convkit check [--quick] [--json PATH]``: theory-vs-simulation checks, as a table
+* ``convkit check [--quick] [--json PATH|-] [--only NAME ...] [--module MODULE ...]``:
+  theory-vs-simulation checks, the library's and a user's own module's, as a table
   (:mod:`convkit.cli.check`);
 * ``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR]``: parameter sweeps
   (:mod:`convkit.cli.sweep`);
