@@ -29,9 +29,10 @@ def test_equal_nodes_match_the_iid_exact_engine():
     assert nodes.frame["count"].eq(0).all()
 
 
-def test_node_hessians_match_monte_carlo():
+@pytest.mark.parametrize("design", ["gaussian", "additive"])
+def test_node_hessians_match_monte_carlo(design):
     p = HeterogeneousLeastSquares(5, 4, 3.0, spectrum="1/i", noise=0.5, seed=2,
-                                  hessian_dissimilarity=0.3)  # fmt: skip
+                                  hessian_dissimilarity=0.3, design=design)  # fmt: skip
     algos = [ck.LocalSGD(4, ck.Constant(0.15), comm="every:6", name="local"),
              ck.MBA(4, ck.Constant(0.1), name="mba")]  # fmt: skip
     rec = [7, 30, 60, 90, 120]

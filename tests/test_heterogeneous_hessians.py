@@ -220,3 +220,25 @@ def test_compiled_node_step_matches_generic(b, monkeypatch):
     generic = th.copy()
     p.sgd_update(generic, batch, 0.05)
     np.testing.assert_array_equal(generic, want)
+
+
+def test_additive_design_gradient_moments():
+    """Additive design: mean H_i (theta - theta*_i), and at theta* the mean-square deviation
+    sigma_*^2 / b = sigma^2 mean_i tr(H_i) / b whatever zeta^2 (4 SE)."""
+    p = HeterogeneousLeastSquares(4, 3, 5.0, spectrum="1/i", noise=0.5, seed=5,
+                                  hessian_dissimilarity=0.4, design="additive")  # fmt: skip
+    assert p.sigma2 == pytest.approx(0.25 * np.mean(p.node_h.sum(axis=1)), rel=1e-15)
+    R = 40000
+    for b in (1, 3):
+        batch = p.sample(Backend().stream(12, "additive", b), (R, 3, b))
+        th = np.broadcast_to(p.theta_star + 0.3, (R, 3, 4)).copy()
+        g = p.stochastic_grad(th, batch)
+        want = (th[0] - p.node_optima) * p.node_h
+        se = g.std(axis=0) / np.sqrt(R)
+        assert np.all(np.abs(g.mean(axis=0) - want) <= 4 * se)
+        ts = np.broadcast_to(p.theta_star, (R, 3, 4)).copy()
+        dev = p.stochastic_grad(ts, batch) - p.worker_grads(p.theta_star)
+        sq = np.sum(dev * dev, axis=-1).mean(axis=1)
+        assert abs(sq.mean() - p.sigma2 / b) <= 4 * sq.std() / np.sqrt(R)
+    with pytest.raises(ValueError, match="design"):
+        HeterogeneousLeastSquares(4, 3, 1.0, design="rademacher")

@@ -20,7 +20,9 @@ closes on itself (``P`` and ``P x P`` numbers per coordinate); with ``a_i = 1 - 
 
 ``c_sq = 1 + 1/b`` (Gaussian fourth moments, ``E[x x^T A x x^T] = 2 H A H + tr(HA) H``; the
 same one-step recursion as :mod:`convkit.exact.local` with ``r`` for ``e``, which it reduces to
-when ``u = 0``). Independent samples on different nodes make the cross terms noise-free. A
+when ``u = 0``). The additive design (gradient ``H_i r_i - xi``) has ``c_sq = 1`` and no
+trace term: ``M_ii' = a_i^2 M_ii + 2 gamma a_i w_i m_i + gamma^2 (w_i^2 + sigma^2 h_i / b)``,
+the same formula. Independent samples on different nodes make the cross terms noise-free. A
 communication round replaces every ``e_i`` by the mean ``ebar``: ``m_i <- mean_k m_k`` and
 every ``M_ik <- V = (1/P^2) sum_{i,k} M_ik``.
 
@@ -32,7 +34,7 @@ sum_j h_j Q_j(t) / t^2`` (``H = (1/P) sum_i H_i``); the tail average restarts ``
 and ``Q`` at ``s0``. The last iterate: ``sum_j h_j V_j``. The nodes' mean error:
 ``(1/P) sum_i sum_j h_j M_ii,j`` (``node_hnorm2``).
 
-Cost ``O(P^2 d)`` per local step, in NumPy. Gaussian design; Local-SGD family only
+Cost ``O(P^2 d)`` per local step, in NumPy. Gaussian or additive design; Local-SGD family only
 (:class:`~convkit.algorithms.local.LocalSGD`: MBA, Local-SGD, OSA, any step and communication
 schedule, any batch). :func:`expected_error_nodes` returns the
 :class:`~convkit.result.Result` of :func:`convkit.exact.expected_error`, with the node metrics
@@ -53,6 +55,7 @@ from ..problems.heterogeneous import NODE_METRICS, HeterogeneousLeastSquares
 from ..recording import record_steps, starting_point
 from ..validation import check_int, check_real
 from .local import LocalSpec, local_specs
+from .moments import design_coefficients
 
 __all__ = ["expected_error_nodes", "node_local_curves"]
 
@@ -82,7 +85,7 @@ def node_local_curves(
     w = hn * u
     sigma2 = float(problem.noise) ** 2
     b = float(spec.batch)
-    c_sq = 1.0 + 1.0 / b
+    c_sq, c_tr = design_coefficients(problem.design, spec.batch)
     e0 = starting_point(theta0, d) - problem.theta_star
     m = np.tile(e0, (P, 1))
     M = np.tile(e0 * e0, (P, P, 1))  # M[i, k, j]
@@ -110,7 +113,10 @@ def node_local_curves(
                 + 2.0 * g * w * m
                 + g
                 * g
-                * (c_sq * hn * hn * Er2 + hn / b * (np.sum(hn * Er2, axis=1)[:, None] + sigma2))
+                * (
+                    c_sq * hn * hn * Er2
+                    + hn / b * (c_tr * np.sum(hn * Er2, axis=1)[:, None] + sigma2)
+                )
             )
             am = a * m
             M = (

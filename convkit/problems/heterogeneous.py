@@ -55,6 +55,13 @@ H_i A H_i`` for symmetric ``A``; derived here) the sampling variance at ``theta*
     sigma_*^2 = (1/P) sum_i E||g_i(theta*) - grad f_i(theta*)||^2
               = (1/P) sum_i (sigma^2 tr(H_i) + tr(H_i) ||u_i||_{H_i}^2 + ||H_i u_i||^2).
 
+Additive noise (``design="additive"``): the stochastic gradient of node ``i`` is
+``H_i (theta - theta*_i) - xi``, ``xi ~ N(0, sigma^2 H_i / b)`` independent of ``theta`` (the
+additive-noise model of :class:`~convkit.problems.least_squares.LeastSquares`), so that
+``sigma_*^2 = (sigma^2 / P) sum_i tr(H_i)`` does not depend on ``zeta^2``: what ``zeta^2`` and
+``delta`` change is then the drift of local steps alone, not the sampling variance (with the
+Gaussian design, ``zeta^2`` also raises the multiplicative noise ``tr(H_i) ||u_i||_{H_i}^2``).
+
 Metrics. :meth:`HeterogeneousLeastSquares.errors` gives the error of a point (the engine
 evaluates the nodes' average): ``excess_risk = 1/2 ||theta - theta*||_H^2``, ``hnorm2``,
 ``dist2``. :meth:`HeterogeneousLeastSquares.node_errors` gives the mean error of the nodes'
@@ -80,7 +87,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import RandomStream, namespace_of
-from ..validation import check_int, check_real
+from ..validation import check_in, check_int, check_real
 from ._heterogeneous_kernel import node_ls_sgd_update
 from .base import Problem
 from .least_squares import spectrum as _spectrum
@@ -153,6 +160,9 @@ class HeterogeneousLeastSquares(Problem):
     node_spectra:
         Explicit node spectra ``h_i`` (shape (P, d), entries > 0) instead of
         ``hessian_dissimilarity`` (which must then be 0; ``spectrum`` is ignored).
+    design:
+        ``"gaussian"`` (rows ``x ~ N(0, H_i)``, the default) or ``"additive"`` (gradient
+        ``H_i (theta - theta*_i) - xi``, module docstring).
 
     Attributes
     ----------
@@ -187,6 +197,7 @@ class HeterogeneousLeastSquares(Problem):
         seed: int = 0,
         hessian_dissimilarity: float = 0.0,
         node_spectra: Any = None,
+        design: str = "gaussian",
     ) -> None:
         self.d = check_int("d", d, low=1)
         self.P = check_int("workers", workers, low=1)
@@ -208,6 +219,7 @@ class HeterogeneousLeastSquares(Problem):
                 f"hessian_dissimilarity = {delta:g} with node_spectra)"
             )
         self.noise = check_real("noise", noise, low=0)
+        self.design = check_in("design", design, ("gaussian", "additive"))
         self.seed = int(seed)
         self.h = _spectrum(spectrum, self.d)
         self.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
@@ -262,6 +274,8 @@ class HeterogeneousLeastSquares(Problem):
                     + np.sum((self.offsets * self.node_h) ** 2, axis=1)
                 )
             )
+        if self.design == "additive":
+            self.sigma2 = self.noise**2 * float(np.mean(self.node_h.sum(axis=1)))
 
     def _node_spectra(self, given: Any, delta: float) -> np.ndarray | None:
         """The node spectra (P, d), or None for equal Hessians (``delta = 0``, none given)."""
@@ -305,6 +319,8 @@ class HeterogeneousLeastSquares(Problem):
         }
         if not self.equal_hessians:
             out["hessian_dissimilarity"] = self.delta
+        if self.design != "gaussian":
+            out["design"] = self.design
         return out
 
     # ------------------------------------------------------------------ sampling, gradients
@@ -328,6 +344,8 @@ class HeterogeneousLeastSquares(Problem):
                 f"theta must have shape (R, P = {self.P}, d = {self.d}), got {tuple(theta.shape)}"
             )
         eta = theta - xp.asarray(self.node_optima, dtype=theta.dtype)
+        if self.design == "additive":
+            return self._additive_grad(xp, eta, batch)
         if not self.equal_hessians:
             return self._node_hessian_grad(xp, eta, batch)
         x = batch.z * xp.asarray(self.sqrt_h, dtype=theta.dtype)
@@ -351,11 +369,17 @@ class HeterogeneousLeastSquares(Problem):
         r = xp.sum(x * eta[..., None, :], axis=-1) - self.noise * batch.eps
         return (r[..., None, :] @ x)[..., 0, :] / b
 
+    def _additive_grad(self, xp: Any, eta: Any, batch: NodeBatch) -> Any:
+        """``H_i (theta - theta*_i) - sigma sqrt(h_i) (1/b) sum_j z_j`` on node ``i``."""
+        h = xp.asarray(self.node_h, dtype=eta.dtype)
+        s = xp.asarray(self.sqrt_node_h, dtype=eta.dtype)
+        return h * eta - (self.noise * s) * xp.mean(batch.z, axis=-2)
+
     def sgd_update(self, theta: Any, batch: NodeBatch, gamma: float, mean: Any = None) -> Any:
         """In place SGD step; with node Hessians, through the compiled one-pass kernel of
         :mod:`convkit.problems._heterogeneous_kernel` when it can run (equal to the generic
         step to rounding). The equal-Hessian problem keeps the generic step."""
-        if not self.equal_hessians and type(theta) is np.ndarray:
+        if not self.equal_hessians and self.design == "gaussian" and type(theta) is np.ndarray:
             arrays = self._kernel_arrays.get(theta.dtype)
             if arrays is None:
                 arrays = tuple(
