@@ -46,6 +46,15 @@ chunk's, so ``memory_limit`` bounds the whole call), or on the workers of a Dask
 part returning its slice of the outputs.  A part's numbers depend on its blocks' streams only:
 ``Result.values`` are bit-identical for any ``threads``, ``dask`` and ``memory_limit``.
 
+Execution path, decided once: after the arguments are checked, the call's
+:class:`~convkit.plan.RunPlan` takes the first of :data:`SIMULATE_PATHS` that supports it
+(the fused Local-SGD segments of :mod:`convkit._fused_local`, then the step-by-step engine
+with the compiled one-step kernels, then the step-by-step engine on the array API), reading
+the kernel switch ``convkit.kernels`` once; ``Result.meta["path"]`` names the path, its
+reason and why the faster ones declined.  The recorded metrics come from the algorithms'
+declarations (:meth:`~convkit.algorithms.base.Algorithm.metric_names`), and the replicate
+rows of a state from :meth:`~convkit.algorithms.base.Algorithm.select_rows`.
+
 Limits checked before any work: the state of the largest chunk plus the recorded values
 ``(n_record, iterates, metrics, R)``, which are not chunked, and the temporaries of their
 summary must fit in the available memory (:func:`available_memory`), or a
