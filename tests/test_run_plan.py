@@ -104,3 +104,28 @@ def test_plan_takes_the_first_path_that_supports_the_call():
         plan(prob, algo, paths=(COMPILED_STEPS,), kernels=False, **kw)
     with pytest.raises(ValueError, match="engine must be one of"):
         plan(prob, algo, paths=(ARRAY_STEPS,), **{**kw, "engine": "magic"})
+
+
+def test_direct_exact_curves_follow_the_switch():
+    """local_curves(use_numba=None), called directly (schedule search, thresholds), takes the
+    NumPy recursion while the kernels are switched off; its numbers agree to rounding."""
+    from convkit.exact.local import local_curves, local_specs
+    from convkit.exact.moments import problem_arrays
+
+    prob = ck.LeastSquares.gaussian(4, "1/i", 1.0, seed=0)
+    h, z2, s2 = problem_arrays(prob, None)
+    specs = local_specs([ck.MBA(4, STEP)], [200], None, 10, 0.5)
+    calls = []
+    real = ck.exact.local.local_kernel
+
+    def spy():
+        calls.append(1)
+        return real()
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ck.exact.local, "local_kernel", spy)
+        on, _ = local_curves(h, z2, s2, prob.design, specs)
+        with ck.kernels(enabled=False):
+            off, _ = local_curves(h, z2, s2, prob.design, specs)
+    assert calls == [1]
+    np.testing.assert_allclose(on[0], off[0], rtol=1e-10)

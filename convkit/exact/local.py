@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kernel_switch import kernels_enabled
 from ..algorithms.local import LocalSGD
 from ..problems.least_squares import LeastSquares
 from ..recording import record_steps
@@ -167,13 +168,15 @@ def local_curves(
     ``E||avg||_H^2, E||avg||^2, E||tail||_H^2, E||tail||^2, E||last||_H^2, E||last||^2``
     (NaN where undefined: tail before its start, after divergence); ``diverged_at[c]`` is the
     first step with ``E||zbar||^2 > threshold`` (0 if none).  ``use_numba=None``: the compiled
-    loop when available (one call per configuration, the configurations on up to
+    loop when available and the kernels are on (``convkit.kernels``) (one call per configuration, the configurations on up to
     :func:`kernel_threads` parallel threads, numbers independent of the thread count), else
     the NumPy path vectorized across configurations.
     """
     h = np.ascontiguousarray(h, dtype=np.float64)
     z2 = np.ascontiguousarray(z2, dtype=np.float64)
-    kernel = local_kernel() if use_numba in (None, True) else None
+    # None: the compiled loop while the kernels are on (convkit.kernels) and numba is usable
+    wanted = use_numba is True or (use_numba is None and kernels_enabled())
+    kernel = local_kernel() if wanted else None
     if use_numba and kernel is None:
         raise RuntimeError("use_numba=True but numba is not available (or CONVKIT_NO_NUMBA set)")
     raws = [np.full((s.rec.size, 6), np.nan) for s in specs]
