@@ -92,7 +92,7 @@ def test_simulate_table_is_rounded():
     text = out.stdout
     assert "np.float64" not in text and "None" not in text and "nan" not in text.lower()
     lines = text.splitlines()
-    assert lines[0].split() == ["step", "gradients", "rounds", "mean", "se", "count"]
+    assert lines[0].split() == ["step", "gradients", "rounds", "hnorm2_avg", "se", "count"]
     for line in lines[1:]:
         for cell in line.split():
             digits = re.sub(r"[^0-9]", "", cell.split("e")[0]).lstrip("0")
