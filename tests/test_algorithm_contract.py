@@ -77,20 +77,32 @@ def _build(category: str, name: str, params: dict) -> object:
 
 
 def _algorithms() -> list[tuple[str, Algorithm]]:
+    # a registered kind missing from the table fails test_every_registered_kind_is_in_...
     return [
-        (name, _build("algorithm", name, ALGORITHM_PARAMS[name])) for name in kinds("algorithm")
+        (name, _build("algorithm", name, ALGORITHM_PARAMS[name]))
+        for name in kinds("algorithm")
+        if name in ALGORITHM_PARAMS
     ]
 
 
 def _problems() -> list[tuple[str, Problem]]:
-    out = [(name, _build("problem", name, PROBLEM_PARAMS[name]())) for name in kinds("problem")]
+    out = [
+        (name, _build("problem", name, PROBLEM_PARAMS[name]()))
+        for name in kinds("problem")
+        if name in PROBLEM_PARAMS
+    ]
     out.append(("no_gradient", NoGradientLeastSquares.gaussian(D, "1/i", seed=0)))
     return out
 
 
 def test_every_registered_kind_is_in_the_contract_tables():
-    assert sorted(ALGORITHM_PARAMS) == kinds("algorithm")
-    assert sorted(PROBLEM_PARAMS) == kinds("problem")
+    how = "give it small parameters in ALGORITHM_PARAMS / PROBLEM_PARAMS of this file"
+    missing = set(kinds("algorithm")) - set(ALGORITHM_PARAMS)
+    assert not missing, f"registered algorithm kinds outside the contract test: {missing}; {how}"
+    missing = set(kinds("problem")) - set(PROBLEM_PARAMS)
+    assert not missing, f"registered problem kinds outside the contract test: {missing}; {how}"
+    assert set(ALGORITHM_PARAMS) <= set(kinds("algorithm"))
+    assert set(PROBLEM_PARAMS) <= set(kinds("problem"))
     exported = {
         getattr(ck.algorithms, n)
         for n in ck.algorithms.__all__
