@@ -94,16 +94,19 @@ _GAMMA_BLOCK = 4096
 _ANCHOR = 256
 _SERIES_FROM = 65536.0
 
-_KERNEL: Any = None
+#: the compiled kernel (a cache, filled on first use; None when numba cannot be used).  Whether
+#: it runs is decided by the caller's run plan (:mod:`convkit.plan`) or ``convkit.kernels``.
+_COMPILED: Any = None
 _TRIED = False
 _POLY: Any = None
 
 
 def local_kernel() -> Any:
-    """The compiled kernel, or None when numba is unavailable or disabled."""
-    global _KERNEL, _TRIED
+    """The compiled kernel, or None when numba is unavailable or disabled
+    (``CONVKIT_NO_NUMBA``)."""
+    global _COMPILED, _TRIED
     if _TRIED:
-        return _KERNEL
+        return _COMPILED
     _TRIED = True
     if os.environ.get("CONVKIT_NO_NUMBA"):
         return None
@@ -111,8 +114,8 @@ def local_kernel() -> Any:
         import numba  # noqa: F401
     except ImportError:  # pragma: no cover - numba is optional
         return None
-    _KERNEL = make_local_kernel(FLAGS, compensated=True)
-    return _KERNEL
+    _COMPILED = make_local_kernel(FLAGS, compensated=True)
+    return _COMPILED
 
 
 def poly_step_sizes(C: float, alpha: float, k0: float, n: int, start: int = 1) -> np.ndarray:
