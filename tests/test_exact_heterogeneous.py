@@ -80,3 +80,39 @@ def test_invalid_calls():
         expected_error_nodes(ck.LeastSquares.gaussian(3), ck.MBA(2, ck.Constant(0.1)), steps=10)
     with pytest.raises(ValueError, match="exactly one of"):
         expected_error_nodes(p, ck.MBA(2, ck.Constant(0.1)))
+
+
+@pytest.mark.parametrize("form", ["gossip_then_step", "step_then_gossip"])
+def test_dpsgd_equal_nodes_match_the_iid_exact_engine(form):
+    from convkit.topology import ring
+
+    p = HeterogeneousLeastSquares(4, 5, 0.0, spectrum="1/i", noise=0.5, seed=0)
+    ls = ck.LeastSquares(p.h, noise=0.5, theta_star=p.theta_star)
+    algo = ck.DPSGD(ring(5), ck.Constant(0.2), form=form, name="dpsgd")
+    nodes = expected_error_nodes(p, algo, steps=150, n_record=10)
+    iid = ck.exact.expected_error(ls, algo, steps=150, n_record=10)
+    a = nodes.values["dpsgd"].values[:, :3, :3, 0]
+    b = iid.values["dpsgd"].values[:, :3, :3, 0]
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("form", ["gossip_then_step", "step_then_gossip"])
+def test_dpsgd_node_hessians_match_monte_carlo(form):
+    """As for Local-SGD: 4 SE on every recorded value (R = 8000)."""
+    from convkit.topology import ring
+
+    p = HeterogeneousLeastSquares(4, 5, 3.0, spectrum="1/i", noise=0.5, seed=4,
+                                  hessian_dissimilarity=0.3)  # fmt: skip
+    algo = ck.DPSGD(ring(5), ck.Constant(0.15), form=form, name="dpsgd")
+    rec = [5, 20, 50, 80]
+    ex = expected_error_nodes(p, algo, steps=80, record=rec, n_record=2).values["dpsgd"]
+    R = 8000
+    mc = ck.simulate(p, algo, steps=80, replicates=R, seed=5, record=rec, n_record=2,
+                     progress=False).values["dpsgd"]  # fmt: skip
+    for it, met in [("avg", "hnorm2"), ("tail", "dist2"), ("last", "hnorm2"),
+                    ("state", "node_hnorm2"), ("state", "node_dist2")]:  # fmt: skip
+        want = ex.values[:, ex.iterates.index(it), ex.metrics.index(met), 0]
+        got = mc.values[:, mc.iterates.index(it), mc.metrics.index(met), :]
+        ok = ~np.isnan(want)
+        z = (got.mean(axis=1) - want)[ok] / (got.std(axis=1, ddof=1)[ok] / np.sqrt(R))
+        assert np.all(np.abs(z) <= 4), (it, met, z)

@@ -34,15 +34,23 @@ sum_j h_j Q_j(t) / t^2`` (``H = (1/P) sum_i H_i``); the tail average restarts ``
 and ``Q`` at ``s0``. The last iterate: ``sum_j h_j V_j``. The nodes' mean error:
 ``(1/P) sum_i sum_j h_j M_ii,j`` (``node_hnorm2``).
 
-Cost ``O(P^2 d)`` per local step, in NumPy. Gaussian or additive design; Local-SGD family only
+D-PSGD (uncompressed, static ``W``, :func:`node_dpsgd_curves`): the same local-step
+recursion, with the gossip's linear map for the averaging: ``X <- W (X - gamma G)`` maps
+``m, M, B`` by ``W`` after the step; ``x_i <- (W x)_i - gamma g_i(x_i)`` replaces ``diag(a)``
+by ``K = W - gamma diag(h_.j)`` (per coordinate) in the mean part, the noise injection being
+that of the local step (the gradient is taken at the node's own point). The time averages
+follow as above with ``G_t`` = the step's linear map.
+
+Cost ``O(P^2 d)`` per local step for the Local-SGD family
 (:class:`~convkit.algorithms.local.LocalSGD`: MBA, Local-SGD, OSA, any step and communication
-schedule, any batch). :func:`expected_error_nodes` returns the
+schedule, any batch), ``O(P^3 d)`` for D-PSGD, in NumPy. Gaussian or additive design. :func:`expected_error_nodes` returns the
 :class:`~convkit.result.Result` of :func:`convkit.exact.expected_error`, with the node metrics
 under the iterate ``"state"`` as :func:`convkit.simulate` records them.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -54,10 +62,12 @@ from ..algorithms.local import LocalSGD, local_steps_for
 from ..problems.heterogeneous import NODE_METRICS, HeterogeneousLeastSquares
 from ..recording import record_steps, starting_point
 from ..validation import check_int, check_real
+from .dpsgd import _params as _dpsgd_params
+from .dpsgd import is_exact_dpsgd
 from .local import LocalSpec, local_specs
 from .moments import design_coefficients
 
-__all__ = ["expected_error_nodes", "node_local_curves"]
+__all__ = ["expected_error_nodes", "node_dpsgd_curves", "node_local_curves"]
 
 
 def node_local_curves(
@@ -74,74 +84,123 @@ def node_local_curves(
     node_dist2`` (means over nodes of each node's own error); NaN where undefined (tail
     before its start, after divergence). ``diverged_at``: the first step with
     ``E||ebar||^2 > threshold`` (0 if none)."""
-    P, d = problem.P, problem.d
-    if spec.workers != P:
+    if spec.workers != problem.P:
         raise ValueError(
-            f"the problem has workers = {P} nodes; the algorithm runs {spec.workers} workers"
+            f"the problem has workers = {problem.P} nodes; the algorithm runs {spec.workers} "
+            "workers"
         )
-    hn = np.asarray(problem.node_h, dtype=np.float64)  # (P, d)
+    return _node_curves(
+        problem, spec.gammas, spec.mask, None, "local", spec.batch, spec.tail_start,
+        spec.rec, theta0, threshold,
+    )  # fmt: skip
+
+
+def node_dpsgd_curves(
+    problem: HeterogeneousLeastSquares,
+    algo: Any,
+    n: int,
+    rec: np.ndarray,
+    tail_start: int,
+    theta0: Any = None,
+    threshold: float = np.inf,
+) -> tuple[np.ndarray, int]:
+    """Raw exact curves (as :func:`node_local_curves`) of uncompressed D-PSGD on a static
+    topology (:func:`convkit.exact.dpsgd.is_exact_dpsgd`), either order of gossip and step:
+    ``"step_then_gossip"`` maps the local step's moments by ``W`` (``m <- W m``, ``M <- W M
+    W^T``, ``B <- W B``); ``"gossip_then_step"`` (``e_i' = (W e)_i - gamma g_i(e_i)``) takes
+    ``K = W - gamma diag(h_.j)`` for the local step's ``diag(a)`` in the module docstring's
+    recursion (``M <- K M K^T + ...``, ``O(P^3 d)`` per step)."""
+    W, order = _dpsgd_params(algo)
+    if W.shape[0] != problem.P:
+        raise ValueError(
+            f"the problem has workers = {problem.P} nodes; the topology has {W.shape[0]}"
+        )
+    gam = np.asarray(algo.step_size.values(n), dtype=np.float64)
+    return _node_curves(
+        problem, gam, None, W, order, algo.batch, tail_start, rec, theta0, threshold
+    )
+
+
+def _node_curves(
+    problem: HeterogeneousLeastSquares,
+    gam: np.ndarray,
+    comm: np.ndarray | None,
+    W: np.ndarray | None,
+    order: str,
+    batch: int,
+    s0: int,
+    rec: Any,
+    theta0: Any,
+    threshold: float,
+) -> tuple[np.ndarray, int]:
+    """The recursion of the module docstring, coordinates first: ``m`` (d, P), ``M`` (d, P,
+    P), ``B`` (d, P). ``order``: ``"local"`` (averaging after the steps where ``comm``),
+    ``"step_then_gossip"`` or ``"gossip_then_step"`` (mixing ``W``)."""
+    P, d = problem.P, problem.d
+    hn = np.ascontiguousarray(problem.node_h.T, dtype=np.float64)  # (d, P)
     hbar = problem.h
-    u = problem.offsets
+    u = problem.offsets.T
     w = hn * u
     sigma2 = float(problem.noise) ** 2
-    b = float(spec.batch)
-    c_sq, c_tr = design_coefficients(problem.design, spec.batch)
+    b = float(batch)
+    c_sq, c_tr = design_coefficients(problem.design, batch)
     e0 = starting_point(theta0, d) - problem.theta_star
-    m = np.tile(e0, (P, 1))
-    M = np.tile(e0 * e0, (P, P, 1))  # M[i, k, j]
-    diag = np.arange(P)
-    B = np.zeros((P, d))
-    Bt = np.zeros((P, d))
+    m = np.repeat(e0[:, None], P, axis=1)
+    M = np.repeat((e0 * e0)[:, None, None], P, axis=1).repeat(P, axis=2)
+    eye = np.arange(P)
+    B = np.zeros((d, P))
+    Bt = np.zeros((d, P))
     mean_sum = np.zeros(d)  # E S_t
     mean_sum_t = np.zeros(d)
     Q = np.zeros(d)
     Qt = np.zeros(d)
-    gam = spec.gammas
-    comm = spec.mask
-    rec = np.asarray(spec.rec, dtype=np.int64)
+    ww = w[:, :, None] * w[:, None, :]
+    rec = np.asarray(rec, dtype=np.int64)
     raw = np.full((rec.size, 9), np.nan)
     pos = 0
-    s0 = spec.tail_start
     with np.errstate(all="ignore"):
-        for k in range(1, spec.n + 1):
+        for k in range(1, gam.size + 1):
             g = gam[k - 1]
-            a = 1.0 - g * hn
-            S = M[diag, diag]  # (P, d) same-node moments
+            S = M[:, eye, eye]  # (d, P) same-node moments
             Er2 = S - 2.0 * u * m + u * u
-            S_new = (
-                (1.0 - 2.0 * g * hn) * S
-                + 2.0 * g * w * m
-                + g
-                * g
-                * (
-                    c_sq * hn * hn * Er2
-                    + hn / b * (c_tr * np.sum(hn * Er2, axis=1)[:, None] + sigma2)
-                )
+            extra = (g * g) * (
+                (c_sq - 1.0) * hn * hn * Er2 + hn / b * (c_tr * (_node_trace(hn, Er2)) + sigma2)
             )
-            am = a * m
-            M = (
-                a[:, None, :] * a[None, :, :] * M
-                + g * (am[:, None, :] * w[None, :, :] + w[:, None, :] * am[None, :, :])
-                + (g * g) * (w[:, None, :] * w[None, :, :])
-            )
-            M[diag, diag] = S_new
-            m = am + g * w
-            Bn = a * B + g * w * mean_sum
-            Btn = a * Bt + g * w * mean_sum_t
-            if comm[k - 1] and P > 1:
-                m = np.broadcast_to(m.mean(axis=0), (P, d)).copy()
-                M = np.broadcast_to(M.mean(axis=(0, 1)), (P, P, d)).copy()
-                Bn = np.broadcast_to(Bn.mean(axis=0), (P, d)).copy()
-                Btn = np.broadcast_to(Btn.mean(axis=0), (P, d)).copy()
-            V = M.mean(axis=(0, 1))  # E ebar_j^2
-            cross = M.mean(axis=1)  # E[e_i ebar]
+            if order == "gossip_then_step":
+                K = np.broadcast_to(W, (d, P, P)) * 1.0
+                K[:, eye, eye] -= g * hn
+                Km = np.einsum("jik,jk->ji", K, m)
+                M = K @ M @ np.swapaxes(K, 1, 2)
+                KB = np.einsum("jik,jk->ji", K, B)
+                KBt = np.einsum("jik,jk->ji", K, Bt)
+            else:
+                a = 1.0 - g * hn
+                Km = a * m
+                M = a[:, :, None] * M * a[:, None, :]
+                KB, KBt = a * B, a * Bt
+            M += g * (Km[:, :, None] * w[:, None, :] + w[:, :, None] * Km[:, None, :])
+            M += (g * g) * ww
+            M[:, eye, eye] += extra
+            m = Km + g * w
+            Bn = KB + g * w * mean_sum[:, None]
+            Btn = KBt + g * w * mean_sum_t[:, None]
+            if order == "step_then_gossip":
+                M = W @ M @ W.T
+                m, Bn, Btn = m @ W.T, Bn @ W.T, Btn @ W.T
+            elif order == "local" and comm[k - 1] and P > 1:
+                m = np.repeat(m.mean(axis=1, keepdims=True), P, axis=1)
+                M = np.broadcast_to(M.mean(axis=(1, 2))[:, None, None], (d, P, P)).copy()
+                Bn = np.repeat(Bn.mean(axis=1, keepdims=True), P, axis=1)
+                Btn = np.repeat(Btn.mean(axis=1, keepdims=True), P, axis=1)
+            V = M.mean(axis=(1, 2))  # E ebar_j^2
+            cross = M.mean(axis=2)  # E[e_i ebar], (d, P)
             B = Bn + cross
-            mbar = m.mean(axis=0)
-            Q = Q + 2.0 * B.mean(axis=0) - V
+            mbar = m.mean(axis=1)
+            Q = Q + 2.0 * B.mean(axis=1) - V
             mean_sum = mean_sum + mbar
             if k >= s0:
                 Bt = Btn + cross
-                Qt = Qt + 2.0 * Bt.mean(axis=0) - V
+                Qt = Qt + 2.0 * Bt.mean(axis=1) - V
                 mean_sum_t = mean_sum_t + mbar
             v1 = float(V.sum())
             if not v1 <= threshold:
@@ -154,12 +213,17 @@ def node_local_curves(
                     c = (k - s0 + 1) ** 2
                     row[2], row[3] = float(hbar @ Qt) / c, float(Qt.sum()) / c
                 row[4], row[5] = float(hbar @ V), v1
-                Sd = M[diag, diag]
-                row[7] = float(np.mean(Sd @ hbar))
+                Sd = M[:, eye, eye]
+                row[7] = float(np.mean(hbar @ Sd))
                 row[6] = 0.5 * row[7]
-                row[8] = float(np.mean(Sd.sum(axis=1)))
+                row[8] = float(np.mean(Sd.sum(axis=0)))
                 pos += 1
     return raw, 0
+
+
+def _node_trace(hn: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``sum_l h_il x_il`` for every node ``i`` (arrays (d, P)), shape (1, P)."""
+    return np.sum(hn * x, axis=0, keepdims=True)
 
 
 def expected_error_nodes(
@@ -189,10 +253,10 @@ def expected_error_nodes(
         )
     algos = algorithm_list(algorithms)
     for a in algos:
-        if type(a) is not LocalSGD:
+        if type(a) is not LocalSGD and not is_exact_dpsgd(a):
             raise TypeError(
-                f"expected_error_nodes handles LocalSGD (MBA, Local-SGD, OSA); got {a.label} "
-                f"({type(a).__name__})"
+                "expected_error_nodes handles LocalSGD (MBA, Local-SGD, OSA) and uncompressed "
+                f"D-PSGD on a static topology; got {a.label} ({type(a).__name__})"
             )
     labels = [a.label for a in algos]
     tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
@@ -206,10 +270,14 @@ def expected_error_nodes(
     e0 = starting_point(theta0, problem.d) - problem.theta_star
     threshold = divergence_factor * max(float(e0 @ e0), 1.0)
     recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
-    specs = local_specs(algos, ns, record, n_record, tail, n_max=max(ns), recs=recs)
     raws, div = [], np.zeros(len(algos), dtype=np.int64)
-    for i, s in enumerate(specs):
-        raw, dv = node_local_curves(problem, s, theta0, threshold)
+    for i, a in enumerate(algos):
+        s0 = int(math.floor(tail * ns[i])) + 1
+        if type(a) is LocalSGD:
+            spec = local_specs([a], [ns[i]], record, n_record, tail, n_max=max(ns), recs=[recs[i]])
+            raw, dv = node_local_curves(problem, spec[0], theta0, threshold)
+        else:
+            raw, dv = node_dpsgd_curves(problem, a, ns[i], recs[i], s0, theta0, threshold)
         raws.append(raw)
         div[i] = dv
     meta = {
