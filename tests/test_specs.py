@@ -200,3 +200,30 @@ def test_topology_spec_in_constructors_and_sweeps():
     with pytest.raises(sw.SpecError) as swept:
         _sweep_algorithm({"kind": "dpsgd", "step": 0.05, "topology": "ring"})
     assert message in str(swept.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("sharp", "got 'sharp'"), ("kappa:x", "got 'kappa:x' (K must be a number)")],
+)
+def test_bad_spectrum_same_message_everywhere(text, why, capsys):
+    """A malformed spectrum preset: the parser's one message from the constructor, the sweep
+    and the command line ('kappa:x' was a bare float() error in the first two, and the command
+    line wrapped the message in a second list of the forms)."""
+    with pytest.raises(ValueError) as direct:
+        ck.LeastSquares.gaussian(3, text, 1.0)
+    message = str(direct.value)
+    assert message.startswith("spectrum must be 'flat'") and why in message
+    with pytest.raises(sw.SpecError) as swept:
+        sw.Sweep.from_dict(
+            {
+                **BASE,
+                "problem": {"kind": "least_squares", "d": 3, "spectrum": text},
+                "algorithm": {"kind": "mba", "workers": 2, "step": 0.05},
+            }
+        )
+    assert message in str(swept.value)
+    assert _cli_exit(["simulate", "--spectrum", text]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "--spectrum" in err[0]
+    assert err[0].count("'flat'") == 1

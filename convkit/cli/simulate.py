@@ -80,15 +80,14 @@ def _comm(text: str) -> str:
 
 
 def _spectrum(text: str) -> str:
-    """Argparse type: a spectrum preset of :func:`convkit.problems.least_squares.spectrum`."""
+    """Argparse type: a spectrum preset, read by the library's one parser
+    (:func:`convkit.problems.least_squares.spectrum`); its message unchanged."""
     from convkit.problems.least_squares import spectrum
 
     try:
         spectrum(text, 2)
     except (TypeError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(
-            f"must be 'flat', '1/i', '1/i^2' or 'kappa:K' (K >= 1), got {text!r} ({exc})"
-        ) from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

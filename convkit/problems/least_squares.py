@@ -40,6 +40,12 @@ __all__ = ["LeastSquares", "spectrum"]
 DESIGNS = ("gaussian", "rademacher", "additive")
 
 
+#: the one message of a malformed spectrum spec (the constructors, sweeps and the command line)
+_SPECTRUM_FORMS = (
+    "spectrum must be 'flat', '1/i', '1/i^2', 'kappa:K' (K >= 1), a callable or an array"
+)
+
+
 def spectrum(spec: str | Callable[[int], Any] | Any, d: int) -> np.ndarray:
     """Eigenvalues ``h_1 >= ... >= h_d > 0`` of the design covariance.
 
@@ -58,13 +64,14 @@ def spectrum(spec: str | Callable[[int], Any] | Any, d: int) -> np.ndarray:
         elif key in ("1/i^2", "1/i**2"):
             h = 1.0 / i**2
         elif key == "kappa" and arg:
-            kappa = check_real("kappa", float(arg), low=1)
+            try:
+                kappa = float(arg)
+            except ValueError:
+                raise ValueError(_SPECTRUM_FORMS + f", got {spec!r} (K must be a number)") from None
+            kappa = check_real("kappa", kappa, low=1)
             h = np.logspace(0.0, -np.log10(kappa), d) if d > 1 else np.ones(1)
         else:
-            raise ValueError(
-                "spectrum must be 'flat', '1/i', '1/i^2', 'kappa:K', a callable or an array, "
-                f"got {spec!r}"
-            )
+            raise ValueError(_SPECTRUM_FORMS + f", got {spec!r}")
     elif callable(spec):
         h = np.asarray(spec(d), dtype=np.float64)
     else:
