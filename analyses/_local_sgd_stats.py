@@ -179,3 +179,23 @@ def power_fit(
 
 def fmt_interval(iv: tuple[float, float]) -> str:
     return f"[{iv[0]:.2f}, {iv[1]:.2f}]"
+
+
+def adequate_window(
+    T: Any, P: Any, y: Any, se: Any, min_points: int = 8
+) -> tuple[float, dict[str, Any]] | None:
+    """The longest window ``T >= T_min`` (``T_min`` from the ``T`` values present, smallest
+    first) over which the joint power law of :func:`power_fit` is adequate (``chi2/dof`` not
+    above its 99 % range), with at least ``min_points`` points and two values of ``T``;
+    ``(T_min, fit)``, or ``None`` when no such window exists.  A window chosen from the data
+    is reported as such: it says where a power law describes the points, not that the
+    exponent is the asymptotic one."""
+    T, P, y, se = (np.asarray(v, dtype=float) for v in (T, P, y, se))
+    for t_min in np.unique(T):
+        keep = T >= t_min
+        if keep.sum() < min_points or np.unique(T[keep]).size < 2:
+            return None
+        f = power_fit(T[keep], P[keep], y[keep], se[keep])
+        if f["adequate"] and f["n_points"] >= min_points:
+            return float(t_min), f
+    return None

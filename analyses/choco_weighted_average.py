@@ -169,7 +169,9 @@ def checks(data: pd.DataFrame) -> list[dict]:
     out = []
     for order in ORDERS:
         fe = _fit(data, order, "wavg2")
-        verdict, reason = V.exponent_verdict(fe.interval, -1.0, (-0.5, -2.0), side="at_most")
+        verdict, reason = V.exponent_verdict(
+            fe.interval, -1.0, (-0.5, -2.0), side="at_most", fit=fe
+        )
         out.append(
             V.check_row(
                 result="choco.rate_strongly_convex: weighted average (t + a)^2 is O(1/T)",

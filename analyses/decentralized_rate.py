@@ -237,8 +237,10 @@ def fit_c2(data: pd.DataFrame) -> pd.DataFrame:
         if np.all(y > 0) and len(y) >= 2:
             f = fit_exponent(g["T"].to_numpy(dtype=float), y, se)
             slope, lo, hi = f.slope, f.interval[0], f.interval[1]
+            adequate, adequacy = f.adequate, f.adequacy
         else:
             slope = lo = hi = float("nan")
+            adequate, adequacy = None, "Delta not positive at every T"
         rows.append(
             {
                 "topology": tk,
@@ -254,6 +256,8 @@ def fit_c2(data: pd.DataFrame) -> pd.DataFrame:
                 "exponent": slope,
                 "exponent_lo": lo,
                 "exponent_hi": hi,
+                "adequate": adequate,
+                "adequacy": adequacy,
             }
         )
     return pd.DataFrame(rows)
@@ -410,7 +414,9 @@ def checks(data: pd.DataFrame) -> list[dict]:
     out = []
     for r in fits.itertuples():
         iv = None if not np.isfinite(r.exponent) else (r.exponent_lo, r.exponent_hi)
-        verdict, reason = V.exponent_verdict(iv, -1.0, alternatives=(-0.5,))
+        verdict, reason = V.exponent_verdict(
+            iv, -1.0, alternatives=(-0.5,), fit={"adequate": r.adequate, "adequacy": r.adequacy}
+        )
         if iv is None:
             reason = "Delta not positive at every T: no exponent"
         out.append(
@@ -430,7 +436,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         f = fit_exponent(
             g["gamma"].to_numpy(), g["consensus"].to_numpy(), g["consensus_se"].to_numpy()
         )
-        verdict, reason = V.exponent_verdict(f.interval, 0.0, alternatives=(2.0, 1.0))
+        verdict, reason = V.exponent_verdict(f.interval, 0.0, alternatives=(2.0, 1.0), fit=f)
         out.append(
             V.check_row(
                 result="DeepSqueeze's consensus distance does not shrink with the step "

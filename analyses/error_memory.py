@@ -184,7 +184,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             f"{GAMMAS[0]:g}, {ratio[-1]:.3g} at gamma={GAMMAS[-1]:g}",
             "slope >= 2 (memory <= c (1-delta)/delta^2 gamma^2 G^2)",
             # an O(gamma^2) bound on a memory that vanishes as gamma -> 0 claims slope >= 2
-            *V.exponent_verdict(ef.interval, 2.0, side="at_least"),
+            *V.exponent_verdict(ef.interval, 2.0, side="at_least", fit=ef),
         )
     )
     st = data[(data.what == "stationary") & (data.kind == "ds")]
@@ -197,7 +197,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             f" vs ||theta*||^2 = {float(data['theta_star_norm2'].iloc[0]):.3g}",
             "does not shrink: slope >= 0, and 0 (model-sized) [derived]",
             # "does not shrink" claims slope >= 0
-            *V.exponent_verdict(ds.interval, 0.0, side="at_least"),
+            *V.exponent_verdict(ds.interval, 0.0, side="at_least", fit=ds),
         )
     )
     return out

@@ -137,7 +137,7 @@ def _exp_row(result, setting, fit, var, claimed, alternatives, extra="") -> dict
         verdict, reason = V.NOT_IDENTIFIABLE, f"too few points to fit ({fit['n_points']})"
         measured = f"{fit['n_points']} points"
     else:
-        verdict, reason = V.exponent_verdict(iv, claimed, alternatives=alternatives)
+        verdict, reason = V.exponent_verdict(iv, claimed, alternatives=alternatives, fit=fit)
         measured = (
             f"{fit['slopes'][var]:.2f} {st.fmt_interval(iv)} "
             f"(chi2/dof {fit['chi2_dof']:.1f}, {fit['n_points']} cells{extra})"
@@ -150,6 +150,57 @@ def _exp_row(result, setting, fit, var, claimed, alternatives, extra="") -> dict
         verdict=verdict,
         reason=reason,
     )
+
+
+def window_fit(g: pd.DataFrame, column: str) -> tuple[float, dict[str, Any]] | None:
+    """The joint power-law fit of ``column`` (``ratio_to_mba``: the OSA gap ``ratio - 1``
+    with ``ratio_se``; ``N_star``: with ``N_star se_log``) over the longest window
+    ``T >= T_min`` where it is adequate (:func:`analyses._local_sgd_stats.adequate_window`)."""
+    if column == "ratio_to_mba":
+        return st.adequate_window(g["T"], g["P"], g.ratio_to_mba - 1.0, g.ratio_se)
+    return st.adequate_window(g["T"], g["P"], g.N_star, g.N_star * g.se_log)
+
+
+def _window_rows(
+    quantity: str,
+    setting: str,
+    g: pd.DataFrame,
+    column: str,
+    model: dict[str, float],
+    keys: tuple[str, str],
+    alternatives: tuple[float, ...],
+    reading: str = "large-step model",
+) -> list[dict[str, Any]]:
+    """Rows of the exponents over the window where a power law fits (:func:`window_fit`)
+    against ``model[keys]`` (the claim of ``reading``), or one ``not_identifiable`` row when no
+    window of at least 8 cells and two ``T`` fits."""
+    found = window_fit(g, column)
+    if found is None:
+        return [
+            V.check_row(
+                result=f"exponents of {quantity} in T and P ({reading}, where a power law fits)",
+                setting=f"{setting}, windows T >= T_min of at least 8 cells and two T",
+                measured="no window with an adequate fit",
+                theoretical=f"T {model[keys[0]]:g}, P {model[keys[1]]:g}",
+                verdict=V.NOT_IDENTIFIABLE,
+                reason="chi2/dof above its 99 % range on every window: no power law in T and P",
+            )
+        ]
+    t_min, f = found
+    rows = []
+    for var, key in zip(("T", "P"), keys, strict=True):
+        rows.append(
+            _exp_row(
+                f"exponent of {quantity} in {var} ({reading}, where a power law fits)",
+                f"{setting}, joint fit over T >= {_sci(t_min)} ({f['n_points']} cells), the first "
+                "T_min of the grid whose fit is adequate",
+                f,
+                var,
+                model[key],
+                alternatives,
+            )
+        )
+    return rows
 
 
 def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -172,6 +223,10 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                     (0.0,),
                 )
             )
+        out += _window_rows(
+            "err(OSA)/err(MBA) - 1", f"{setting0}, alpha={a}", o[o.alpha == a],
+            "ratio_to_mba", m, ("ratio_T", "ratio_P"), (0.0,),
+        )
         g = o[o.alpha == a]
         z = (g.ratio_to_mba - 1) / g.ratio_se
         out.append(
@@ -226,6 +281,13 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                         (m[key],),
                     )
                 )
+            gi = g[g.status == "interior"]
+            sett = f"{setting0}, alpha={a}, eps={eps}, interior cells"
+            out += _window_rows("N*", sett, gi, "N_star", m, ("nstar_T", "nstar_P"), (0.5,))
+            out += _window_rows(
+                "N*", sett, gi, "N_star", {"T": 0.5, "P": 0.5}, ("T", "P"), (0.0, 1.0),
+                reading="sqrt(PT) reading",
+            )
     sq = sqrt_pt_table(df)
     for eps in st.EPS:
         below = sq[sq.status == "below_n"]
@@ -329,6 +391,14 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
             out[f"ratio_slope_{var}_a{a}"] = f"{f['slopes'][var]:.2f}"
             out[f"ratio_slope_{var}_a{a}_ci"] = st.fmt_interval(f["intervals"][var])
             out[f"ratio_slope_{var}_a{a}_model"] = f"{_model(a)[f'ratio_{var}']:.2f}"
+        out[f"ratio_chi2_a{a}"] = f"{f['chi2_dof']:.1f}"
+        found = window_fit(g, "ratio_to_mba")
+        out[f"ratio_window_a{a}"] = "none" if found is None else f"T >= {_sci(found[0])}"
+        for var in ("T", "P") if found is not None else ():
+            fw = found[1]
+            out[f"ratio_window_slope_{var}_a{a}"] = f"{fw['slopes'][var]:.2f}"
+            out[f"ratio_window_slope_{var}_a{a}_ci"] = st.fmt_interval(fw["intervals"][var])
+            out[f"ratio_window_chi2_a{a}"] = f"{fw['chi2_dof']:.1f}"
     nt = nstar(data)
     for a in sorted(nt.alpha.unique()) if not nt.empty else []:
         for eps in st.EPS:
@@ -336,6 +406,15 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
             g = nt[(nt.alpha == a) & (nt.eps == eps)]
             out[f"nstar_interior_a{a}_eps{eps}"] = f"{int((g.status == 'interior').sum())}"
             out[f"nstar_cells_a{a}_eps{eps}"] = f"{len(g)}"
+            out[f"nstar_chi2_a{a}_eps{eps}"] = f"{f['chi2_dof']:.1f}"
+            found = window_fit(g[g.status == "interior"], "N_star")
+            out[f"nstar_window_a{a}_eps{eps}"] = "none" if found is None else f"T >= {_sci(found[0])}"
+            for var in ("T", "P") if found is not None else ():
+                fw = found[1]
+                out[f"nstar_window_slope_{var}_a{a}_eps{eps}"] = f"{fw['slopes'][var]:.2f}"
+                out[f"nstar_window_slope_{var}_a{a}_eps{eps}_ci"] = st.fmt_interval(
+                    fw["intervals"][var]
+                )
             for var in ("T", "P"):
                 out[f"nstar_slope_{var}_a{a}_eps{eps}"] = f"{f['slopes'][var]:.2f}"
                 out[f"nstar_slope_{var}_a{a}_eps{eps}_ci"] = st.fmt_interval(f["intervals"][var])
@@ -367,3 +446,9 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
         lp.plot_nstar(df, outdir / "local_sgd_large_steps_nstar.png"),
         lp.plot_sqrt_pt(df, outdir / "local_sgd_large_steps_sqrtpt.png"),
     ]
+
+
+def _sci(x: float) -> str:
+    """``3e5`` for 300000 (the grid's notation)."""
+    m, e = f"{x:.0e}".split("e")
+    return f"{m}e{int(e)}"

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from convkit import verdicts as V
+from convkit.checks import residual_trend_adequacy
 from convkit.exact.threshold import communication_threshold
 from convkit.plotting import plain
 from convkit.problems.least_squares import LeastSquares
@@ -138,6 +139,8 @@ def fit_exponents(df: pd.DataFrame) -> pd.DataFrame:
             e_P=np.nan,
             se_T=np.nan,
             se_P=np.nan,
+            adequate=None,
+            adequacy="too few interior points to fit",
         )
         if len(gi) >= 4 and gi["T"].nunique() >= 2 and gi["P"].nunique() >= 2:
             X = np.column_stack([np.ones(len(gi)), np.log(gi["T"]), np.log(gi["P"])])
@@ -147,6 +150,7 @@ def fit_exponents(df: pd.DataFrame) -> pd.DataFrame:
             s2 = float(np.sum((y - X @ coef) ** 2)) / dof
             cov = s2 * np.linalg.inv(X.T @ X)
             row.update(e_T=coef[1], e_P=coef[2], se_T=np.sqrt(cov[1, 1]), se_P=np.sqrt(cov[2, 2]))
+            row["adequate"], row["adequacy"] = residual_trend_adequacy(X[:, 1:], y)
         out.append(row)
     return pd.DataFrame(out)
 
@@ -174,7 +178,9 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 interval = None
             else:
                 interval = (float(meas - q * se), float(meas + q * se))
-                verdict, reason = V.exponent_verdict(interval, 0.5, alternatives=(0.0, 1.0))
+                verdict, reason = V.exponent_verdict(
+                    interval, 0.5, alternatives=(0.0, 1.0), fit=f.to_dict()
+                )
             out.append(
                 V.check_row(
                     result=f"exponent of N* in {name}",
@@ -268,7 +274,9 @@ def facts(df: pd.DataFrame) -> dict[str, str]:
         cells = []
         for name in ("T", "P"):
             m, se = float(f[f"e_{name}"]), float(f[f"se_{name}"])
-            verdict = V.exponent_verdict((m - q * se, m + q * se), 0.5, alternatives=(0.0, 1.0))
+            verdict = V.exponent_verdict(
+                (m - q * se, m + q * se), 0.5, alternatives=(0.0, 1.0), fit=f.to_dict()
+            )
             cells += [f"{m:.2f} [{m - q * se:.2f}, {m + q * se:.2f}]", verdict[0]]
             verdicts.append(verdict[0])
             key = (f.spectrum, f.alpha, f.C_frac, f.r0, f.eps)

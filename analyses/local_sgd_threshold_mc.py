@@ -411,6 +411,8 @@ def fit(df: pd.DataFrame, problem: str, alpha: float, eps: float, var: str) -> d
         interval=(np.nan, np.nan),
         chi2_dof=np.nan,
         fixed=None,
+        adequate=None,
+        adequacy="too few interior thresholds to fit",
     )
     if len(th):
         other = "P" if var == "T" else "T"
@@ -431,6 +433,8 @@ def fit(df: pd.DataFrame, problem: str, alpha: float, eps: float, var: str) -> d
         raw_interval=f.interval,
         chi2_dof=f.chi2_dof,
         intercept=f.intercept,
+        adequate=f.adequate,
+        adequacy=f.adequacy,
     )
     return out
 
@@ -456,7 +460,9 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                             f"{f['slope']:.2f} [{lo:.2f}, {hi:.2f}] "
                             f"(chi2/dof {f['chi2_dof']:.1f}, {f['n_points']} points)"
                         )
-                        verdict, reason = V.exponent_verdict((lo, hi), 0.5, alternatives=(0.0, 1.0))
+                        verdict, reason = V.exponent_verdict(
+                            (lo, hi), 0.5, alternatives=(0.0, 1.0), fit=f
+                        )
                     else:
                         measured = (
                             f"N* interior at {f['n_points']}/{f['n_settings']} "

@@ -352,30 +352,35 @@ def residual_trend_adequacy(
     lx: Any, ly: Any, level: float = ADEQUACY_LEVEL
 ) -> tuple[bool | None, str]:
     """Power-law adequacy of an unweighted log-log fit (no standard errors): the residuals of
-    the line must show no trend, tested as the curvature term ``c`` of ``log y = a + b log x +
-    c (log x - mean)^2`` (Student-t test, ``n - 3`` dof, two-sided at ``level``).  A curved
-    log-log plot means the slope depends on the window, so no single exponent describes it.
-    ``(None, reason)`` with fewer than 4 points."""
+    the fitted plane must show no trend.  ``lx`` holds the log regressors, shape ``(n,)`` or
+    ``(n, k)`` (a joint fit in several variables); the test adds the curvature term
+    ``c_j (log x_j - mean)^2`` of every variable with at least 3 distinct values and asks
+    whether they are jointly zero (F-test, ``m`` and ``n - 1 - k - m`` dof, at ``level``; for
+    one variable this is the Student-t test of the one curvature term).  A curved log-log plot
+    means the slope depends on the window, so no single exponent describes the points.
+    ``(None, reason)`` when no degree of freedom is left for the test."""
     from scipy import stats
 
-    lx, ly = np.asarray(lx, float), np.asarray(ly, float)
-    n = lx.size
-    if n < 4:
-        return None, f"adequacy untestable ({n} points, a trend test needs 4)"
-    u = lx - lx.mean()
-    X = np.column_stack([np.ones(n), u, u**2])
-    beta, *_ = np.linalg.lstsq(X, ly, rcond=None)
-    r = ly - X @ beta
-    s2 = float(r @ r) / (n - 3)
-    cov = s2 * np.linalg.pinv(X.T @ X)
-    c, c_se = float(beta[2]), math.sqrt(max(float(cov[2, 2]), 0.0))
-    # round-off floor: exact power laws leave residuals of a few ulps of log y
-    floor = 64 * np.finfo(float).eps * max(1.0, float(np.abs(ly).max()))
-    c_se = max(c_se, floor / max(float(np.abs(u).max()) ** 2, np.finfo(float).tiny))
-    t = abs(c) / c_se
-    q = float(stats.t.ppf(0.5 + level / 2, n - 3))
-    text = f"curvature t = {t:.3g} vs {q:.3g} ({level:.0%}, {n - 3} dof)"
-    if t > q:
+    ly = np.asarray(ly, float)
+    lx = np.asarray(lx, float).reshape(ly.size, -1)
+    n, k = lx.shape
+    u = lx - lx.mean(axis=0)
+    curved = [u[:, j] ** 2 for j in range(k) if np.unique(lx[:, j]).size >= 3]
+    m = len(curved)
+    dof = n - 1 - k - m
+    if m == 0 or dof < 1:
+        return None, f"adequacy untestable ({n} points for {k} exponents, no trend test)"
+    X0 = np.column_stack([np.ones(n), u])
+    X1 = np.column_stack([X0, *curved])
+    r0 = ly - X0 @ np.linalg.lstsq(X0, ly, rcond=None)[0]
+    r1 = ly - X1 @ np.linalg.lstsq(X1, ly, rcond=None)[0]
+    rss0, rss1 = float(r0 @ r0), float(r1 @ r1)
+    # round-off floor: exact power laws leave residuals of a few ulps of log y per point
+    floor = n * (64 * np.finfo(float).eps * max(1.0, float(np.abs(ly).max()))) ** 2
+    F = max(rss0 - rss1, 0.0) / m / (max(rss1, floor) / dof)
+    q = float(stats.f.ppf(level, m, dof))
+    text = f"curvature F = {F:.3g} vs {q:.3g} ({level:.0%}, {m} and {dof} dof)"
+    if F > q:
         return False, f"log-log residuals trend: {text}"
     return True, text
 

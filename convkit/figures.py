@@ -487,8 +487,9 @@ def write_index(
     lines += [
         "Verdicts (one vocabulary, `convkit.verdicts`): "
         + ", ".join(f"`{v}`" for v in VERDICTS)
-        + ". An exponent holds only when its interval contains the claim and its half-width is "
-        "at most 0.25.",
+        + ". An exponent holds only when its interval contains the claim, its half-width is "
+        "at most 0.25 and a power law describes the points (chi2/dof inside its 99 % range, or "
+        "log-log residuals without trend); a fit that fails that test is `not_identifiable`.",
         "",
     ]
     for name in sorted(checks):

@@ -251,8 +251,13 @@ def _adequacy_of(fit: Any) -> tuple[bool | None, str]:
     if fit is None:
         return None, ""
     if isinstance(fit, dict):
-        return fit.get("adequate"), str(fit.get("adequacy", ""))
-    return getattr(fit, "adequate", None), str(getattr(fit, "adequacy", ""))
+        flag, why = fit.get("adequate"), fit.get("adequacy", "")
+    else:
+        flag, why = getattr(fit, "adequate", None), getattr(fit, "adequacy", "")
+    # a flag read back from a frame may be a NumPy bool, or NaN for "untested"
+    if flag is None or (isinstance(flag, float) and math.isnan(flag)):
+        return None, str(why)
+    return bool(flag), str(why)
 
 
 def _interval_verdict(

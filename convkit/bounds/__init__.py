@@ -38,7 +38,7 @@ Example (measured vs theoretical, PEPit style)::
     bound = rate.evaluate(T=T, n=8, check=False, **fit.values)
     check_bound(T, mean, se, bound).holds
     fe = fit_exponent(T, mean, se, window=(1e4, 1e6))
-    exponent_verdict(fe.interval, float(rate.leading_exponent("T")), alternatives=(-1,))
+    exponent_verdict(fe.interval, float(rate.leading_exponent("T")), alternatives=(-1,), fit=fe)
 
     limit = get("sgd.ms_stability.general").evaluate(h=np.array([2.0, 1.0, 0.3]), b=1)
     rows = run_checks(quick=True, only=["sgd.ms_stability.*"])   # verdict, reason per row

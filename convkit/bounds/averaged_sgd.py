@@ -180,7 +180,7 @@ def check_polyak_juditsky(quick: bool) -> list[dict[str, Any]]:
             f"[{Tmc // 10}, {Tmc}]",
             fm.slope,
             -1.0,
-            *exponent_verdict(fm.interval, -1.0, alternatives=(-0.5, 0.0)),
+            *exponent_verdict(fm.interval, -1.0, alternatives=(-0.5, 0.0), fit=fm),
             "exponent rule: -1 inside the 95 % interval of the slope, half-width <= 0.25, "
             "-1/2 and 0 outside",
             interval=list(fm.interval),

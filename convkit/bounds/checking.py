@@ -98,13 +98,17 @@ def tolerance_verdict(ok: bool, quantity: str, value: float, tolerance: str) -> 
 
 
 def rate_exponent_verdict(
-    interval: Sequence[float], claimed: float, alternatives: Iterable[float] = ()
+    interval: Sequence[float],
+    claimed: float,
+    alternatives: Iterable[float] = (),
+    fit: Any = None,
 ) -> tuple[str, str]:
     """Verdict for the measured exponent of a quantity bounded *above* by a rate with
     leading exponent ``claimed``: the exponent rule one-sided
     (:func:`convkit.verdicts.exponent_verdict` with ``side="at_most"``): an interval wholly
-    below ``claimed`` (a faster decay) satisfies the bound."""
-    verdict, reason = exponent_verdict(interval, claimed, alternatives, side="at_most")
+    below ``claimed`` (a faster decay) satisfies the bound.  ``fit``: the fit's adequacy, as
+    in :func:`convkit.verdicts.exponent_verdict`."""
+    verdict, reason = exponent_verdict(interval, claimed, alternatives, side="at_most", fit=fit)
     if verdict == HOLDS and float(interval[1]) < claimed:
         reason += ": the decay is faster, which satisfies the upper bound"
     if verdict == VIOLATED:

@@ -327,7 +327,9 @@ def check_ef_memory(quick: bool) -> list[dict[str, Any]]:
             fe.slope,
             2.0,
             # O(gamma^2) bounds a memory that vanishes as gamma -> 0: slope >= 2 satisfies it
-            *exponent_verdict(fe.interval, 2.0, alternatives=(0.0, 1.0), side="at_least"),
+            *exponent_verdict(
+                fe.interval, 2.0, alternatives=(0.0, 1.0), side="at_least", fit=fe
+            ),
             f"one-sided exponent rule: the 95 % interval {interval_text(fe.interval)} above 2, "
             "or containing 2 with half-width <= 0.25 and 0 and 1 outside",
             interval=list(fe.interval),

@@ -335,7 +335,7 @@ def check_dpsgd_rate(quick: bool) -> list[dict[str, Any]]:
             _dec_setting("D-PSGD") + f", R = {st['R']}: log-log slope in T",
             fe.slope,
             -0.5,
-            *rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,)),
+            *rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,), fit=fe),
             f"exponent rule: -1/2 inside the 95 % interval {interval_text(fe.interval)} (or the "
             "interval below it: faster decay), half-width <= 0.25, -1 outside",
             interval=list(fe.interval),
@@ -484,7 +484,7 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
             setting + ": log-log slope in T",
             fe.slope,
             -0.5,
-            *rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,)),
+            *rate_exponent_verdict(fe.interval, -0.5, alternatives=(-1.0,), fit=fe),
             f"exponent rule: -1/2 inside the 95 % interval {interval_text(fe.interval)} (or the "
             "interval below it: faster decay), half-width <= 0.25, -1 outside",
             interval=list(fe.interval),
@@ -607,7 +607,9 @@ def _choco_rate_rows(quick: bool, iterate: str, what: str) -> list[dict[str, Any
     rows = []
     for x, label in ((np.array(Ts, float), "in T"), (np.array(Ts, float) + a, f"in T + {a:g}")):
         fe = fit_exponent(x, mean, se, predicted=lead)
-        verdict, reason = rate_exponent_verdict(fe.interval, lead, alternatives=(-0.5, -2.0))
+        verdict, reason = rate_exponent_verdict(
+            fe.interval, lead, alternatives=(-0.5, -2.0), fit=fe
+        )
         if verdict == VIOLATED:
             reason += f" for T <= {Ts[-1]}"
         rows.append(

@@ -497,7 +497,7 @@ def _exp_row(
         setting,
         fe.slope,
         predicted,
-        *exponent_verdict(fe.interval, predicted, alternatives),
+        *exponent_verdict(fe.interval, predicted, alternatives, fit=fe),
         f"exponent rule: {predicted:g} inside the 95 % interval {interval_text(fe.interval)}, "
         f"half-width <= 0.25, the alternatives {alts} outside",
         interval=list(fe.interval),

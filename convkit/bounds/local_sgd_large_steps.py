@@ -283,7 +283,7 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     setting = f"{_BASE}, C L = 2, alpha = {alpha}, Polyak-Ruppert average, R = {R}"
     if np.all(exc > 0):
         fe = fit_exponent(np.array(Ts, float), exc, se)
-        v, why = exponent_verdict(fe.interval, me["ratio_T"], alternatives=(0.0,))
+        v, why = exponent_verdict(fe.interval, me["ratio_T"], alternatives=(0.0,), fit=fe)
         slope, iv = round(fe.slope, 3), [round(float(x), 3) for x in fe.interval]
     else:
         v, why, slope, iv = NOT_IDENTIFIABLE, "ratio - 1 not positive at every T", math.nan, []
@@ -312,7 +312,7 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     excP_a, seP_a = np.array(excP), np.array(seP)
     if np.all(excP_a > 0):
         fe = fit_exponent(np.array(Ps, float), excP_a, seP_a)
-        v, why = exponent_verdict(fe.interval, me["ratio_P"], alternatives=(0.0, 1.0))
+        v, why = exponent_verdict(fe.interval, me["ratio_P"], alternatives=(0.0, 1.0), fit=fe)
         slope, iv = round(fe.slope, 3), [round(float(x), 3) for x in fe.interval]
     else:
         v, why, slope, iv = NOT_IDENTIFIABLE, "ratio - 1 not positive at every P", math.nan, []
@@ -335,7 +335,7 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     shown = ", ".join("capped by n" if x is None else f"{x:.3g}" for x in nst)
     if len(kept) >= 3:
         fe = fit_exponent(np.array([t for t, _ in kept], float), np.array([x for _, x in kept]))
-        v, why = exponent_verdict(fe.interval, me["nstar_T"], alternatives=(0.5,))
+        v, why = exponent_verdict(fe.interval, me["nstar_T"], alternatives=(0.5,), fit=fe)
         slope, iv = round(fe.slope, 3), [round(float(x), 3) for x in fe.interval]
         why += f"; N* = {shown} (interpolated on the grid, no SE)"
     else:
