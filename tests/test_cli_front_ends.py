@@ -160,3 +160,23 @@ def test_sweep_option_errors_are_one_line(tmp_path, capsys):
     assert _code(["sweep", str(tmp_path / "spec.toml")]) == 2
     line = _one_error_line(capsys)
     assert "--out" in line and "(see convkit sweep --help)" in line
+
+
+def test_sweep_unwritable_out_is_one_line(tmp_path, capsys):
+    """`convkit sweep --out` into a read-only folder (or under a file) ended in a traceback."""
+    from sweep_helpers import tiny_spec
+
+    from convkit import sweep as sw
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'seed = 11\nsteps = 24\nreplicates = 8\n[problem]\nkind = "least_squares"\nd = 5\n'
+        '[algorithm]\nkind = "mba"\nworkers = 2\nstep = 0.1\n'
+    )
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for out in (blocker / "out", _read_only_directory(tmp_path) / "out"):
+        assert _code(["sweep", str(spec), "--out", str(out), "--quiet"]) == 2
+        assert f"cannot write into the output directory {out}" in _one_error_line(capsys)
+    with pytest.raises(sw.SweepOutputError, match="cannot write into the output directory"):
+        sw.run(tiny_spec(), blocker / "out")

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -240,7 +241,14 @@ def run(
     if dask and scheduler:
         raise ValueError("give dask=True (embedded LocalCluster) or scheduler=ADDRESS, not both")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):  # a real write: permissions alone do not tell
+            pass
+    except OSError as exc:
+        raise SweepOutputError(
+            f"cannot write into the output directory {out}: {exc.strerror or exc}"
+        ) from None
     with _locked(out):
         _check_output(out, sweep, overwrite)
         return _run_locked(sweep, out, jobs, dask, scheduler, cache, progress, fmt, t0)
