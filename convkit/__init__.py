@@ -22,11 +22,13 @@ from ._kernel_switch import kernels, kernels_enabled
 from ._version import __version__
 from .algorithms.base import Algorithm
 from .algorithms.local import MBA, OSA, LocalSGD
+from .algorithms.scaffold import SCAFFOLD
 from .backend import Backend
 from .problems import (
     FiniteLeastSquares,
     FiniteLogistic,
     HeterogeneousLeastSquares,
+    HeterogeneousLogistic,
     LeastSquares,
     LogisticRegression,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "FiniteLeastSquares",
     "FiniteLogistic",
     "HeterogeneousLeastSquares",
+    "HeterogeneousLogistic",
     "LeastSquares",
     "LogisticRegression",
     "LocalSGD",
@@ -86,6 +89,7 @@ __all__ = [
     "QuadraticRounds",
     "Result",
     "Rounds",
+    "SCAFFOLD",
     "__version__",
     "kernels",
     "kernels_enabled",
