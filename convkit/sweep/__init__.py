@@ -125,17 +125,18 @@ from convkit.sweep.errors import SpecError, SweepOutputError
 from convkit.sweep.errors import _Context as _Context
 from convkit.sweep.errors import toml_positions as toml_positions
 from convkit.sweep.executors import _execute as _execute
-from convkit.sweep.registry import Kind, Param, kinds, register
+from convkit.sweep.registry import Kind, Param, aliases, kinds, register, resolve
 from convkit.sweep.registry import params_from_signature as params_from_signature
 from convkit.sweep.runner import SweepResult, SweepSummary, load, run
 from convkit.sweep.setting import _normalize_kind as _normalize_kind
 from convkit.sweep.setting import build
 from convkit.sweep.setting import normalize_setting as normalize_setting
-from convkit.sweep.spec import Configuration, Sweep, load_spec
+from convkit.sweep.spec import MAX_CONFIGURATIONS, Configuration, Sweep, load_spec
 from convkit.sweep.spec import config_key as config_key
 from convkit.sweep.spec import config_seed as config_seed
 
 __all__ = [
+    "MAX_CONFIGURATIONS",
     "Cache",
     "Configuration",
     "Kind",
@@ -145,12 +146,14 @@ __all__ = [
     "SweepOutputError",
     "SweepResult",
     "SweepSummary",
+    "aliases",
     "build",
     "kinds",
     "load",
     "load_spec",
     "main",
     "register",
+    "resolve",
     "run",
 ]
 
