@@ -162,3 +162,10 @@ def test_sweep_kinds():
         "grid": {"algorithm.server_step": [0.5, 1.0]},
     })  # fmt: skip
     assert len(spec) == 2
+    spec = sw.Sweep.from_dict({
+        "seed": 1, "steps": 20, "replicates": 2,
+        "problem": {"kind": "heterogeneous_logistic", "d": 3, "workers": 2, "zeta2": 0.01},
+        "algorithm": {"kind": "scaffold", "workers": 2,
+                      "step": {"kind": "constant", "gamma": 0.05}},
+    })  # fmt: skip
+    assert len(spec) == 1

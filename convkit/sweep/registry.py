@@ -244,6 +244,7 @@ _LAZY_MODULES = (
     ("problem", "convkit.problems.datasets"),
     ("problem", "convkit.problems.finite_sum"),
     ("problem", "convkit.problems.heterogeneous"),
+    ("problem", "convkit.problems.heterogeneous_logistic"),
     ("algorithm", "convkit.algorithms.decentralized"),
     ("algorithm", "convkit.algorithms.scaffold"),
     ("algorithm", "convkit.algorithms.feedback"),
