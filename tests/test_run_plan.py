@@ -129,3 +129,36 @@ def test_direct_exact_curves_follow_the_switch():
             off, _ = local_curves(h, z2, s2, prob.design, specs)
     assert calls == [1]
     np.testing.assert_allclose(on[0], off[0], rtol=1e-10)
+
+
+def test_a_dask_part_runs_under_the_plans_switch(monkeypatch):
+    """A Dask worker process has its own switch (on by default): the part applies the plan's.
+    The parts are run here, in-process, by a stand-in for the Dask executor that switches the
+    kernels on around them, as a fresh worker would have them."""
+    from dataclasses import replace
+
+    prob = ck.LeastSquares.gaussian(5, "1/i", 1.0, seed=0)
+    algo = ck.LocalSGD(4, STEP, comm="every:3", batch=2, name="x")
+    kw = dict(steps=60, replicates=8, seed=2, threads=1, weight_shift=1.0)
+    on = ck.simulate(prob, algo, **kw).values["x"].values
+    with ck.kernels(enabled=False):
+        off = ck.simulate(prob, algo, **kw).values["x"].values
+    assert not np.array_equal(on, off)  # the compiled step rounds differently
+
+    def dask_like(run, chunks, threads, clock):
+        spec = replace(run, values=[], diverged=[])
+        with ck.kernels(enabled=True):  # a worker's default
+            for j0, j1 in chunks:
+                r0, values, diverged = sim._dask_part(spec, j0, j1)
+                r1 = r0 + diverged[0].size
+                for i in range(len(run.algos)):
+                    run.values[i][..., r0:r1] = values[i]
+                    run.diverged[i][r0:r1] = diverged[i]
+        return {"threads": 1, "parts": len(chunks), "dask": "in-process"}
+
+    monkeypatch.setattr(sim, "_execute", dask_like)
+    with ck.kernels(enabled=False):
+        res = ck.simulate(prob, algo, **kw)
+    assert res.meta["parallel"]["dask"] == "in-process"
+    assert res.meta["path"]["name"] == "array-steps"
+    np.testing.assert_array_equal(res.values["x"].values, off)
