@@ -60,6 +60,7 @@ PROBLEM_PARAMS = {
         zip(("A", "y"), _data("squared"), strict=True), sampling="reshuffle"
     ),
     "heterogeneous_least_squares": lambda: dict(d=D, workers=P, zeta2=1.0, noise=0.5),
+    "heterogeneous_logistic": lambda: dict(d=D, workers=P, zeta2=0.05, feature_shift=0.5),
     "least_squares": lambda: dict(d=D, spectrum="1/i"),
     "logistic_regression": lambda: dict(h=np.ones(D), eval_size=512),
     "logistic_regression_gaussian": lambda: dict(d=D, eval_size=512),
