@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-MATHJAX := docs/_static/mathjax/tex-svg.js
+MATHJAX := docs/_static/mathjax4/tex-svg.js
 
 .PHONY: setup test test-portable test-full figures bench lint docs mathjax readme clean
 
@@ -37,15 +37,15 @@ figures: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
-# a local MathJax (npm package mathjax@3, one self-contained file) renders the maths offline;
+# a local MathJax (npm package mathjax@4, one self-contained file) renders the maths offline;
 # without npm the pages load MathJax from its CDN
 mathjax: $(MATHJAX)
 
 $(MATHJAX):
 	mkdir -p $(@D)
-	cd $(@D) && npm pack --silent mathjax@3 > /dev/null && tar xzf mathjax-3*.tgz \
-		package/es5/tex-svg.js package/LICENSE && mv package/es5/tex-svg.js package/LICENSE . \
-		&& rm -rf package mathjax-3*.tgz
+	cd $(@D) && npm pack --silent mathjax@4 > /dev/null && tar xzf mathjax-4*.tgz \
+		package/tex-svg.js package/LICENSE && mv package/tex-svg.js package/LICENSE . \
+		&& rm -rf package mathjax-4*.tgz
 
 docs: $(STAMP)
 	-$(MAKE) --no-print-directory mathjax

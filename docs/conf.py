@@ -59,9 +59,13 @@ html_theme_options = {
 }
 html_static_path = ["_static"]
 html_css_files = ["convkit.css"]
-# maths: a local MathJax 3 when ``make mathjax`` fetched it (offline pages), else the CDN
-if (DOCS / "_static" / "mathjax" / "tex-svg.js").exists():
-    mathjax_path = "mathjax/tex-svg.js"
+# maths: MathJax 4, local when ``make mathjax`` fetched it (offline pages), else Sphinx's CDN
+# default (also version 4). Displayed formulas wider than the text column break into lines
+# (version 4's automatic line breaking; long ``\text{...}`` breaks at its spaces) instead of
+# running past the column or hiding behind a scroll bar.
+if (DOCS / "_static" / "mathjax4" / "tex-svg.js").exists():
+    mathjax_path = "mathjax4/tex-svg.js"
+mathjax4_config = {"output": {"displayOverflow": "linebreak", "linebreaks": {"width": "100%"}}}
 
 # --- docstrings that do not parse as reStructuredText ------------------------------------
 #: Objects (module, class or function paths) whose docstrings break the reStructuredText /

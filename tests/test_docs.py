@@ -7,7 +7,7 @@ for their content: the API page of :func:`convkit.simulate` shows its signature,
 lists every name of ``import convkit as ck``, a gallery page shows a known figure and the
 verdicts of its checks, and a theory page states its results.
 
-Chromium comes from the system packages (``.ci/run`` installs it) and the local MathJax from
+Chromium comes from the system packages (``.ci/run`` installs it) and the local MathJax 4 from
 npm (``make mathjax``, run by ``make test``); without either the tests that need it fail,
 saying how to install it.
 """
@@ -185,13 +185,108 @@ def test_theory_pages_state_every_result(site, tmp_path):
 
 def test_theory_maths_rendered(site, tmp_path):
     """With the local MathJax (``make mathjax``) the statements are typeset in the browser."""
-    if not (DOCS / "_static" / "mathjax" / "tex-svg.js").exists():
-        pytest.fail("no local MathJax: run `make mathjax` (npm; `make test` does it)")
+    _require_local_mathjax()
     html = dom(site / "theory" / "sgd_stability.html", tmp_path, wait_ms=20000)
     typeset = html.count("<mjx-container")
     raw = html.count('class="math notranslate nohighlight"')
     assert raw > 0, "no maths on the page"
     assert typeset >= raw, f"{typeset} of {raw} formulas typeset"
+
+
+def _require_local_mathjax() -> None:
+    if not (DOCS / "_static" / "mathjax4" / "tex-svg.js").exists():
+        pytest.fail("no local MathJax 4: run `make mathjax` (npm; `make test` does it)")
+
+
+#: Appended to a copy of a page: once MathJax has typeset every displayed formula, writes the
+#: box of each (its widest rendered piece against the article column, its own scroll width)
+#: as JSON into ``<pre id="formula-boxes">``.
+_FORMULA_BOXES_JS = """<script>
+(function () {
+  var tries = 0;
+  function report() {
+    var column = document.querySelector('article.bd-article').getBoundingClientRect();
+    var boxes = [];
+    document.querySelectorAll('div.math').forEach(function (div) {
+      var c = div.querySelector('mjx-container');
+      var box = {typeset: !!c, tex: div.textContent.slice(0, 80)};
+      if (c) {
+        var right = -Infinity;
+        c.querySelectorAll('svg').forEach(function (s) {
+          right = Math.max(right, s.getBoundingClientRect().right);
+        });
+        box.right_past_column = right - column.right;
+        box.scroll_width = Math.max(c.scrollWidth, div.scrollWidth);
+        box.client_width = Math.min(c.clientWidth, div.clientWidth);
+        box.height = c.getBoundingClientRect().height;
+      }
+      boxes.push(box);
+    });
+    var pre = document.createElement('pre');
+    pre.id = 'formula-boxes';
+    pre.textContent = JSON.stringify(boxes);
+    document.body.appendChild(pre);
+  }
+  function poll() {
+    var all = document.querySelectorAll('div.math').length;
+    var done = document.querySelectorAll('div.math mjx-container').length;
+    if (done >= all || tries++ > 150) { setTimeout(report, 300); } else { setTimeout(poll, 200); }
+  }
+  window.addEventListener('load', function () { setTimeout(poll, 200); });
+})();
+</script>"""
+
+
+def formula_boxes(page: Path, tmp_path: Path, width: int = 1280) -> list[dict]:
+    """The displayed formulas of ``page`` as Chromium lays them out in a ``width`` pixel
+    window after MathJax: per formula, whether it was typeset, how far its rendering reaches
+    past the right edge of the article column (pixels; <= 0 inside) and its container's
+    scroll and client widths (a scroll width above the client width hides part of it)."""
+    probe = page.with_name(f"_formula_boxes_{page.name}")
+    probe.write_text(page.read_text().replace("</body>", _FORMULA_BOXES_JS + "</body>"))
+    cmd = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={width},900",
+        "--virtual-time-budget=30000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--dump-dom",
+        probe.as_uri(),
+    ]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    finally:
+        probe.unlink()
+    m = re.search(r'<pre id="formula-boxes">(.*?)</pre>', out, re.S)
+    assert m, f"no formula report from {page.name}"
+    return json.loads(m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+@pytest.mark.parametrize("width", [1280, 900])
+def test_long_formulas_wrap_within_the_column(site, tmp_path, width):
+    """Every displayed formula of the theory pages stays inside the article column, whole:
+    nothing reaches past the column's edge and nothing hides behind a scroll bar (statements
+    such as ``local_sgd_large_steps.rounds_needed`` are 1600 pixels wide on one line; MathJax 4
+    breaks them into lines). Checked at two window widths."""
+    _require_local_mathjax()
+    pages = sorted(p for p in (site / "theory").glob("*.html") if p.name != "index.html")
+    assert len(pages) >= 5
+    problems, n = [], 0
+    for page in pages:
+        for box in formula_boxes(page, tmp_path, width):
+            n += 1
+            if not box["typeset"]:
+                problems.append(f"{page.name}: not typeset: {box['tex']}")
+            elif box["right_past_column"] > 1 or box["scroll_width"] > box["client_width"] + 1:
+                problems.append(
+                    f"{page.name}: {box['right_past_column']:.0f} px past the column, "
+                    f"scroll width {box['scroll_width']} > {box['client_width']}: {box['tex']}"
+                )
+    assert n >= 20, f"only {n} displayed formulas on the theory pages"
+    assert not problems, "\n".join(problems)
 
 
 def _warnings_of(docstring: str) -> list[str]:
