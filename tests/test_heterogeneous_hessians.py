@@ -242,3 +242,18 @@ def test_additive_design_gradient_moments():
         assert abs(sq.mean() - p.sigma2 / b) <= 4 * sq.std() / np.sqrt(R)
     with pytest.raises(ValueError, match="design"):
         HeterogeneousLeastSquares(4, 3, 1.0, design="rademacher")
+
+
+def test_node_errors_compiled_and_numpy_agree(monkeypatch):
+    from convkit.problems import _heterogeneous_kernel as hk
+
+    p = HeterogeneousLeastSquares(11, 4, 1.0, spectrum="1/i", seed=2, hessian_dissimilarity=0.2)
+    X = np.random.default_rng(6).standard_normal((3, 5, 4, 11))
+    if hk.node_error_sums(X, p.theta_star, p.h) is None:
+        pytest.skip("numba not available")
+    compiled = p.node_errors(X)
+    monkeypatch.setattr(hk, "_COMPILED", None)
+    generic = p.node_errors(X)
+    for k in compiled:
+        assert compiled[k].shape == (3, 5)
+        np.testing.assert_allclose(compiled[k], generic[k], rtol=1e-13)

@@ -1,6 +1,7 @@
 """The compiled SGD step of least squares with node Hessians and node optima (numba, optional).
 
-One pass over the ``(R, P, d)`` state per step, as :func:`convkit._kernels.ls_sgd_update` does
+One pass over the ``(R, P, d)`` state per step (and one for the nodes' mean errors,
+:func:`node_error_sums`), as :func:`convkit._kernels.ls_sgd_update` does
 for one design: node ``p`` has its own feature scale ``sqrt(h_p)`` and optimum
 ``theta*_p`` (rows of ``(P, d)`` arrays). The generic path
 (:meth:`HeterogeneousLeastSquares.stochastic_grad
@@ -18,9 +19,10 @@ import numpy as np
 
 from .._kernels import numba_available
 
-__all__ = ["node_ls_sgd_update"]
+__all__ = ["node_ls_sgd_update", "node_error_sums"]
 
-#: the compiled kernel: "auto" until first use, None when numba cannot be used
+#: the compiled kernels (step, error sums): "auto" until first use, None when numba cannot
+#: be used
 _COMPILED: Any = "auto"
 
 
@@ -72,7 +74,44 @@ def _compile() -> Any:
                 for i in range(d):
                     mean[r, i] /= P
 
-    return kernel
+    @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
+    def error_sums(models, theta_star, h, hn, dist):  # pragma: no cover
+        # models: (N*P, d); hn, dist: (N,) means over the P rows of each group
+        N = hn.shape[0]
+        P = models.shape[0] // N
+        d = models.shape[1]
+        for r in range(N):
+            acc_h = 0.0
+            acc_1 = 0.0
+            for p in range(P):
+                row = r * P + p
+                for i in range(d):
+                    e = models[row, i] - theta_star[i]
+                    e2 = e * e
+                    acc_h += h[i] * e2
+                    acc_1 += e2
+            hn[r] = acc_h / P
+            dist[r] = acc_1 / P
+
+    return kernel, error_sums
+
+
+def node_error_sums(
+    models: np.ndarray, theta_star: np.ndarray, h: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(1/P) sum_p ||theta_p - theta*||_H^2`` and ``(1/P) sum_p ||theta_p - theta*||^2`` of
+    float64 NumPy ``models`` (..., P, d) (``h`` the diagonal of ``H``), each of shape
+    ``(...)``; None when the kernel cannot run."""
+    kernels = _get_kernel()
+    if kernels is None or models.dtype != np.float64 or models.ndim < 2:
+        return None
+    lead = models.shape[:-2]
+    P, d = models.shape[-2:]
+    flat = np.ascontiguousarray(models).reshape(-1, d)
+    N = flat.shape[0] // P
+    hn, dist = np.empty(N), np.empty(N)
+    kernels[1](flat, theta_star, h, hn, dist)
+    return hn.reshape(lead), dist.reshape(lead)
 
 
 def node_ls_sgd_update(
@@ -91,7 +130,8 @@ def node_ls_sgd_update(
     the updated ``theta``.
 
     Returns False (and does nothing) when the kernel cannot be used for these arrays."""
-    kernel = _get_kernel()
+    kernels = _get_kernel()
+    kernel = None if kernels is None else kernels[0]
     dt = theta.dtype
     if (
         kernel is None
