@@ -169,3 +169,29 @@ def test_sweep_kinds():
                       "step": {"kind": "constant", "gamma": 0.05}},
     })  # fmt: skip
     assert len(spec) == 1
+
+
+def test_control_variate_is_the_rounds_step_weighted_mean_gradient():
+    """At a round's end c_i^+ = c_i - c + (x - y_i) / Gamma = sum_k gamma_k g_i(y_ik) / Gamma
+    (Gamma = the round's total step), whatever the step schedule: checked with a decaying step
+    against the gradients recorded along the round (to rounding)."""
+    prob = _node_problem()
+    algo = SCAFFOLD(4, ck.PolyDecay(0.3, 0.7), comm="every:5")
+    n, R = 15, 3
+    algo.prepare(n)
+    state = algo.init(np.zeros((R, 4, prob.d)), None)
+    stream = Backend().stream(4, "samples")
+    weighted = np.zeros((R, 4, prob.d))
+    total = 0.0
+    for k in range(1, n + 1):
+        batch = prob.sample(stream, (R, 4, 1))
+        g = prob.stochastic_grad(state.y.copy(), batch)
+        gamma = algo.gamma(k)
+        weighted += gamma * g
+        total += gamma
+        state = algo.step(state, GradientOracle(prob, batch), k, None)
+        if k % 5 == 0:
+            np.testing.assert_allclose(state.c_nodes, weighted / total, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(state.c, state.c_nodes.mean(axis=1), rtol=1e-14)
+            weighted[...] = 0.0
+            total = 0.0
