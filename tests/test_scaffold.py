@@ -147,6 +147,12 @@ def test_bits_twice_local_sgd():
     assert c_sc["bits"][-1] == 5 * 8 * 2 * 5 * 16
     at = sc.comm_counts_at([3, 4, 20], 20, 5)
     np.testing.assert_array_equal(at["bits"], c_sc["bits"][[2, 3, 19]])
+    both = SCAFFOLD(8, ck.Constant(0.1), comm="every:4", float_bits=16, downlink=True)
+    c_both = both.comm_counts(20, 5)
+    np.testing.assert_array_equal(c_both["messages"], 2 * c_ls["messages"])
+    np.testing.assert_array_equal(c_both["bits"], 4 * c_ls["bits"])
+    with pytest.raises(TypeError, match="downlink"):
+        SCAFFOLD(8, ck.Constant(0.1), downlink="yes")
 
 
 def test_sweep_kinds():

@@ -38,7 +38,8 @@ round is an all-reduce in which each node sends its message once): each node sen
 every node ``(1/P) sum_i y_i`` and ``c``, hence ``x``: ``P`` messages and
 ``2 P d float_bits`` bits per round, twice Local-SGD's bits (the paper's "twice the
 communication"). A server that receives and then broadcasts ``(x, c)`` moves the same amount
-again downstream; that direction is not counted, as it is not for Local-SGD.
+again downstream; that direction is not counted by default, as it is not for Local-SGD;
+``downlink=True`` counts it too: ``2 P`` messages and ``4 P d float_bits`` bits per round.
 
 The estimator the engine records is the nodes' mean model (``x`` right after a round).
 """
@@ -88,6 +89,9 @@ class SCAFFOLD(Algorithm):
         Global step size ``eta_g > 0`` (1: the server takes the nodes' mean).
     float_bits:
         Bits per transmitted float, for the bit accounting.
+    downlink:
+        Count the server's broadcast of ``(x, c)`` as well (``P`` more messages of ``2 d``
+        floats per round).
     """
 
     state_arrays = 2
@@ -101,11 +105,15 @@ class SCAFFOLD(Algorithm):
         name: str | None = None,
         server_step: float = 1.0,
         float_bits: int = 32,
+        downlink: bool = False,
     ) -> None:
         super().__init__(workers, step, batch, name)
         self.comm = comm_from_spec(comm)
         self.server_step = check_real("server_step", server_step, low=0, low_inclusive=False)
         self.float_bits = check_int("float_bits", float_bits, low=1)
+        if not isinstance(downlink, (bool, np.bool_)):
+            raise TypeError(f"downlink must be True or False, got {downlink!r}")
+        self.downlink = bool(downlink)
 
     def prepare(self, n: int) -> None:
         super().prepare(n)
@@ -159,7 +167,7 @@ class SCAFFOLD(Algorithm):
         return self._counts(self.comm.rounds_at(n, steps), d)
 
     def _counts(self, rounds: np.ndarray, d: int) -> dict[str, np.ndarray]:
-        messages = rounds * self.workers
+        messages = rounds * self.workers * (2 if self.downlink else 1)
         return {"rounds": rounds, "messages": messages, "bits": messages * 2 * d * self.float_bits}
 
     def describe(self) -> dict[str, Any]:
@@ -168,6 +176,7 @@ class SCAFFOLD(Algorithm):
             "comm": self.comm.describe(),
             "server_step": self.server_step,
             "float_bits": self.float_bits,
+            "downlink": self.downlink,
         }
 
     def default_label(self) -> str:
