@@ -32,7 +32,8 @@ same construction reads: centred ``u_i`` scaled so that ``(1/P) sum_i ||H u_i||^
 the historical code path, kept verbatim so that its numbers do not move.)
 
 Second-order dissimilarity (Hessian dissimilarity). Following assumption (A2), "delta-bounded
-Hessian dissimilarity", of Karimireddy et al. 2020 (SCAFFOLD, ICML, Section 2),
+Hessian dissimilarity", of Karimireddy et al. 2020 ("SCAFFOLD: Stochastic Controlled
+Averaging for Federated Learning", ICML),
 ``||grad^2 f_i(x) - grad^2 f(x)|| <= delta`` for all ``i`` and ``x``; for these quadratics the
 Hessians are constant and the smallest such constant is
 
@@ -44,9 +45,8 @@ set by ``hessian_dissimilarity``. The node spectra are ``h_i = hbar * (1 + s v_i
 ``H`` is then the computed mean of the ``H_i`` (equal to ``diag(hbar)`` to rounding), and
 ``delta`` is exact to rounding with respect to it. The positive spectra need
 ``s max_{i,j}(-v_{ij}) < 1``; a larger ``delta`` raises. Reported alongside it:
-the mean-square version ``delta_ms = (1/P) sum_i ||H_i - H||_op^2`` (the averaged Hessian
-similarity of Woodworth, Patel, Srebro 2020, "Minibatch vs Local SGD with shuffling", and of
-Khaled, Mishchenko, Richtarik 2020), ``delta_ms <= delta^2``. Explicit node spectra can be
+the mean-square version ``delta_ms = (1/P) sum_i ||H_i - H||_op^2`` (the same assumption
+averaged over nodes, defined here), ``delta_ms <= delta^2``. Explicit node spectra can be
 given instead (``node_spectra``, shape (P, d)); ``delta`` is then measured from them.
 
 Inner variance. For the Gaussian design (``E (x x^T - H_i) A (x x^T - H_i) = tr(A H_i) H_i +
@@ -74,8 +74,9 @@ variance ``zeta^2`` in D-PSGD's rate, Lian et al. 2017; the ``C_2`` term of Deep
 Tang et al. 2019; client drift and SCAFFOLD, Karimireddy et al. 2020). With equal Hessians the
 mean of the nodes' expected gradients is ``H (theta_bar - theta*)`` whatever their spread
 (the ``w_i`` cancel), so ``zeta^2`` only adds sampling variance to the average of Local-SGD;
-distinct Hessians make the drift of local steps bias the average. With ``zeta2 = 0`` and equal Hessians it is the iid problem of
-:class:`~convkit.problems.least_squares.LeastSquares` on every node.
+distinct Hessians make the drift of local steps bias the average. With ``zeta2 = 0`` and
+equal Hessians it is the iid problem of :class:`~convkit.problems.least_squares.LeastSquares`
+on every node.
 """
 
 from __future__ import annotations
