@@ -27,38 +27,50 @@ by Gaussian integration by parts (``E[(x - m) g(<x, t>)] = S t E[g']``, applied 
 twice),
 
     f_i(theta)    = E sp(a) - m_i^T theta E sigmoid(c) - theta^T S_i beta_i E sigmoid'(c),
-    grad f_i      = m_i E[sigmoid(a) - sigmoid(c)] + S_i (theta E sigmoid'(a) - beta_i E sigmoid'(c)),
+    grad f_i      = m_i E[sigmoid(a) - sigmoid(c)]
+                    + S_i (theta E sigmoid'(a) - beta_i E sigmoid'(c)),
     grad^2 f_i    = (S_i + m_i m_i^T) E sigmoid'(a) + (m_i u^T + u m_i^T) E sigmoid''(a)
                     + u u^T E sigmoid'''(a),     u = S_i theta,
 
-every expectation one-dimensional, computed with a Gauss-Hermite rule of 201 nodes (the
-gradients' change from a 101-node rule is stored in ``quadrature_error``, a bound on the
-coarser rule's error; about 2e-9 for ``d = 5``, ``feature_shift = 1``). ``theta*`` is found by Newton's method on these exact gradients and Hessians until
-``||grad f(theta*)|| <= 1e-13`` (stored: ``grad_norm_at_optimum``).
+every expectation one-dimensional. Each is ``E phi(mu + s z)``, ``z ~ N(0, 1)``, computed by
+the trapezoidal rule in ``z`` on ``[-12, 12]`` with spacing ``dz = min(1/4, 1/(2 s))``: the
+integrand is analytic in the strip ``|Im z| < pi / s`` (the sigmoid's poles at ``+-i pi``), so
+the rule's error is about ``exp(-2 pi^2 / (s dz)) <= exp(-4 pi^2) ~ 1e-17`` relative, whatever
+``s`` (a Gauss-Hermite rule of fixed size is not: with 201 nodes, ``E sigmoid'(a)`` was
+measured 3e-5 off at ``s = 8`` and 1e-2 off at ``s = 40``). ``quadrature_error`` stores the
+change of the nodes' gradients at ``theta*`` when ``dz`` is halved. ``theta*`` is found by
+Newton's method on these gradients and Hessians until ``||grad f(theta*)|| <= 1e-13``
+(stored: ``grad_norm_at_optimum``).
 
 First- and second-order heterogeneity at ``theta*`` (numerical, to the quadrature's and
 Newton's accuracy): ``zeta^2 = (1/P) sum_i ||grad f_i(theta*)||^2``, set to ``zeta2`` by
-Brent's method on ``kappa`` (relative tolerance 1e-12; the value reached is ``zeta2``), and
+Brent's method on ``kappa`` (relative tolerance 1e-13; the value reached is ``zeta2``). As
+``kappa`` grows, ``zeta^2`` rises from 0, peaks, then falls towards the value of nearly
+deterministic labels (measured for d = 20, P = 8, ``feature_shift = 2``: 0.11 at
+``kappa = 1``, 0.18 at 4, 0.027 from 64 on): the smallest ``kappa`` reaching ``zeta2`` is taken
+(the first point of the grid ``kappa = 2^(j/4)`` at or above it brackets the root), and a
+``zeta2`` above the peak raises, naming the largest value found. Reported too:
 the Hessian dissimilarity at the optimum, ``delta = max_i ||grad^2 f_i(theta*) -
 grad^2 f(theta*)||_op`` (Karimireddy et al. 2020, A2, at ``theta*``; reported, as
 ``delta_ms``, its mean square over nodes).
 
-Excess risk without cancellation. With ``a* = <x, theta*>``,
+Excess risk without cancellation. ``E sp(a) - E sp(a*)`` (``a* = <x, theta*>``) depends on
+the two marginals only, so it may be computed under any coupling; with the same ``z`` for
+both, ``a = mu + s z`` and ``a* = mu* + s* z``,
 
-    f(theta) - f* = (1/P) sum_i E_i[B(a*, a)] + (theta - theta*)^T grad f(theta*),
+    sp(a) - sp(a*) = (a - a*) sigmoid(a*) + B(a*, a),
 
 ``B(t, a) = sp(a) - sp(t) - sigmoid(t) (a - t) >= 0`` the Bernoulli divergence of logits
-(:func:`~convkit.problems.logistic.bernoulli_kl_logits`), because ``E_i[(sigmoid(a*) -
-sigmoid(c)) (a - a*)] = (theta - theta*)^T E_i[x (sigmoid(a*) - sigmoid(c))]`` and these
-average to the gradient at ``theta*``; the last term (at most ``1e-13 ||theta -
-theta*||``) is kept. ``E_i[B(a*, a)]`` is a two-dimensional Gauss-Hermite product rule over
-``(a*, a - a*)`` (``n_quad`` nodes per axis, negligible nodes dropped), compiled with numba
-when available. This form is used where ``f(theta) - f*`` is below ``1e-4``, where the
-difference of the one-dimensional forms would lose digits (rounding ``1e-16 f*`` against the
-difference); above, the difference is used (the 2-D rule converges slowly for far points:
-measured relative error of the 2-D rule at ``n_quad = 32`` about 1e-11 for excess risks
-1e-6..1e-1, 1e-6 at 0.6; the difference's about ``1e-16 / (f - f*)``). ``hnorm2 = ||theta -
-theta*||_{H*}^2`` with ``H* = grad^2 f(theta*)``.
+(:func:`~convkit.problems.logistic.bernoulli_kl_logits`, computed without cancellation), hence
+
+    f(theta) - f* = (1/P) sum_i ( E[(a - a*) sigmoid(a*)] + E B(a*, a)
+                    - (mu - mu*) E sigmoid(c) - (theta - theta*)^T S_i beta_i E sigmoid'(c) ),
+
+one-dimensional integrals again, whose first-order part (the terms linear in ``theta -
+theta*``) sums to ``(theta - theta*)^T grad f(theta*)`` (at most ``1e-13 ||theta -
+theta*||``) and whose second-order part ``E B`` is computed to relative precision: no
+difference of two values of ``f`` is ever taken. ``hnorm2 = ||theta - theta*||_{H*}^2`` with
+``H* = grad^2 f(theta*)``.
 
 Node metrics: ``node_excess_risk = (1/P) sum_j f(theta_j) - f*`` over the nodes' own models
 ``theta_j``, ``node_hnorm2``, ``node_dist2``, as for
@@ -72,7 +84,6 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import numba_available
 from .._logistic_kernels import logistic_sgd_update
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_int, check_real
@@ -85,13 +96,19 @@ __all__ = ["HeterogeneousLogistic"]
 
 #: Newton's stopping rule on ``||grad f||``
 _GRAD_TOL = 1e-13
-#: below this excess risk the divergence form replaces the difference of losses
-_DIRECT_MIN = 1e-4
+#: the trapezoidal rule's range in z and its largest spacing
+_Z_MAX = 12.0
+_DZ_MAX = 0.25
 
 
-def _gh(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Probabilists' Gauss-Hermite nodes and weights normalised to sum 1 (for N(0, 1))."""
-    z, w = np.polynomial.hermite_e.hermegauss(n)
+def _rule(s_max: float, refine: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Trapezoidal nodes and weights for ``E phi(mu + s z)``, ``z ~ N(0, 1)``, ``s <= s_max``
+    (module docstring): spacing ``min(1/4, 1/(2 s_max)) / refine`` on ``[-12, 12]``, weights
+    ``dz N(z)`` normalised to sum 1."""
+    dz = min(_DZ_MAX, 0.5 / max(float(s_max), 1e-300)) / refine
+    half = int(np.ceil(_Z_MAX / dz))
+    z = np.arange(-half, half + 1) * dz
+    w = np.exp(-0.5 * z * z)
     return z, w / w.sum()
 
 
@@ -124,8 +141,6 @@ class HeterogeneousLogistic(Problem):
         :func:`convkit.problems.least_squares.spectrum`, a callable or an array).
     beta:
         The common label parameter (default: seeded ``N(0, 4 I / d)``, ``E||beta||^2 = 4``).
-    n_quad:
-        Gauss-Hermite nodes per axis of the excess risk's two-dimensional rule.
     seed:
         Seed of ``beta`` and of the shifts' directions.
     """
@@ -142,7 +157,6 @@ class HeterogeneousLogistic(Problem):
         covariance_dissimilarity: float = 0.0,
         spectrum: str | Callable | Any = "flat",
         beta: Any = None,
-        n_quad: int = 32,
         seed: int = 0,
     ) -> None:
         self.d = check_int("d", d, low=1)
@@ -150,7 +164,6 @@ class HeterogeneousLogistic(Problem):
         self.zeta2_target = check_real("zeta2", zeta2, low=0)
         self.feature_shift = check_real("feature_shift", feature_shift, low=0)
         cov_dis = check_real("covariance_dissimilarity", covariance_dissimilarity, low=0)
-        self.n_quad = check_int("n_quad", n_quad, low=2, high=200)
         if self.P < 2 and (self.zeta2_target > 0 or self.feature_shift > 0 or cov_dis > 0):
             raise ValueError(
                 "zeta2, feature_shift and covariance_dissimilarity must be 0 with workers = 1 "
@@ -178,7 +191,6 @@ class HeterogeneousLogistic(Problem):
         self.means = m * (self.feature_shift / np.sqrt(raw)) if self.feature_shift > 0 else 0 * m
         nu = rng.standard_normal((self.P, self.d))
         self._nu = nu - nu.mean(axis=0, keepdims=True)
-        self._z1, self._w1 = _gh(201)
         self.kappa = self._solve_kappa()
         self.label_params = self.beta + self.kappa * self._nu
         self.theta_star, self.grad_norm_at_optimum = self._newton(self.label_params)
@@ -190,9 +202,8 @@ class HeterogeneousLogistic(Problem):
         dev = np.array([np.max(np.abs(np.linalg.eigvalsh(h - self.H_star))) for h in Hn])
         self.delta, self.delta_ms = float(dev.max()), float(np.mean(dev * dev))
         self.f_star = float(np.mean(self._node_losses(self.theta_star, self.label_params)))
-        coarse = _gh(101)
         self.quadrature_error = float(
-            np.max(np.abs(self._node_grads(self.theta_star, self.label_params, coarse) - g))
+            np.max(np.abs(self._node_grads(self.theta_star, self.label_params, refine=2) - g))
         )
         eig = np.linalg.eigvalsh(self.H_star)
         self.mu = float(eig[0])
@@ -202,14 +213,17 @@ class HeterogeneousLogistic(Problem):
             for s, mi in zip(self.node_s, self.means, strict=True)
         )
         self.sqrt_node_s = np.sqrt(self.node_s)
-        self._prepare_quadrature()
+        self._prepare_excess()
 
     # ------------------------------------------------------------------ exact 1-D moments
-    def _moments(self, mean: np.ndarray, var: np.ndarray, rule=None) -> tuple[np.ndarray, ...]:
+    def _moments(
+        self, mean: np.ndarray, var: np.ndarray, refine: int = 1
+    ) -> tuple[np.ndarray, ...]:
         """``E[sigmoid^(k)(a)]``, k = 0..3, and ``E sp(a)`` for ``a ~ N(mean, var)``
-        (arrays of one shape), by the Gauss-Hermite rule."""
-        z, w = rule if rule is not None else (self._z1, self._w1)
-        a = mean[..., None] + np.sqrt(np.maximum(var, 0.0))[..., None] * z
+        (arrays of one shape), by the trapezoidal rule (module docstring)."""
+        sd = np.sqrt(np.maximum(var, 0.0))
+        z, w = _rule(float(np.max(sd, initial=0.0)), refine)
+        a = mean[..., None] + sd[..., None] * z
         s0, s1, s2, s3 = _sigmoid_derivatives(a)
         sp = np.logaddexp(0.0, a)
         return s0 @ w, s1 @ w, s2 @ w, s3 @ w, sp @ w
@@ -224,16 +238,15 @@ class HeterogeneousLogistic(Problem):
         s0c, s1c, *_ = self._moments(mc, vc)
         return sp_a - ma * s0c - cov * s1c
 
-    def _node_grads(self, theta: np.ndarray, labels: np.ndarray, rule=None) -> np.ndarray:
+    def _node_grads(self, theta: np.ndarray, labels: np.ndarray, refine: int = 1) -> np.ndarray:
         """``grad f_i(theta)`` of every node, shape (P, d)."""
         ma, va = self.means @ theta, np.sum(self.node_s * theta * theta, axis=1)
         mc = np.sum(self.means * labels, axis=1)
         vc = np.sum(self.node_s * labels * labels, axis=1)
-        s0a, s1a, *_ = self._moments(ma, va, rule)
-        s0c, s1c, *_ = self._moments(mc, vc, rule)
-        return (
-            self.means * (s0a - s0c)[:, None]
-            + self.node_s * (theta[None, :] * s1a[:, None] - labels * s1c[:, None])
+        s0a, s1a, *_ = self._moments(ma, va, refine)
+        s0c, s1c, *_ = self._moments(mc, vc, refine)
+        return self.means * (s0a - s0c)[:, None] + self.node_s * (
+            theta[None, :] * s1a[:, None] - labels * s1c[:, None]
         )
 
     def _node_hessians(self, theta: np.ndarray) -> np.ndarray:
@@ -285,12 +298,23 @@ class HeterogeneousLogistic(Problem):
             g = self._node_grads(theta, labels)
             return float(np.mean(np.sum(g * g, axis=1)))
 
-        hi = 1.0
-        while zeta2_at(hi) < target:
-            hi *= 2.0
-            if hi > 1e6:
-                raise ValueError(f"zeta2 = {target:g} cannot be reached by the concept shift")
-        return float(brentq(lambda k: zeta2_at(k) - target, 0.0, hi, xtol=1e-14, rtol=1e-13))
+        # zeta^2 rises from 0 with kappa, peaks, then falls to the value of nearly
+        # deterministic labels: the first grid point above the target brackets the smallest root
+        lo, best = 0.0, (0.0, 0.0)
+        for j in range(-16, 57):  # kappa = 2^(j/4), 1/16 .. 2^14
+            kappa = 2.0 ** (j / 4)
+            z = zeta2_at(kappa)
+            if z >= target:
+                return float(
+                    brentq(lambda k: zeta2_at(k) - target, lo, kappa, xtol=1e-14, rtol=1e-13)
+                )
+            best = max(best, (z, kappa))
+            lo = kappa
+        raise ValueError(
+            f"zeta2 = {target:g} cannot be reached by the concept shift of this problem: the "
+            f"largest zeta^2 found is {best[0]:.6g} (at kappa = {best[1]:.4g}); allowed: "
+            f"0 <= zeta2 <= about {best[0]:.6g}, or another beta, feature_shift or seed"
+        )
 
     # ------------------------------------------------------------------ constants
     @property
@@ -307,7 +331,6 @@ class HeterogeneousLogistic(Problem):
             "feature_shift": self.feature_shift,
             "covariance_dissimilarity": float(np.max(np.abs(self.node_s - self.s))),
             "spectrum": self.spectrum_spec,
-            "n_quad": self.n_quad,
             "seed": self.seed,
         }
 
@@ -373,69 +396,46 @@ class HeterogeneousLogistic(Problem):
         return super().sgd_update(theta, batch, gamma, mean)
 
     # ------------------------------------------------------------------ objective
-    def _prepare_quadrature(self) -> None:
-        """Per node the 2-D rule's ``a* = <x, theta*>`` at its nodes (shape (P, q))."""
-        z1, w1 = _gh(self.n_quad)
-        Z1, Z2 = np.meshgrid(z1, z1, indexing="ij")
-        W = np.outer(w1, w1)
-        keep = W > 1e-15 * W.max()
-        self._qz1, self._qz2 = Z1[keep], Z2[keep]
-        self._qw = W[keep] / W[keep].sum()
-        ts = self.theta_star
-        self._mt = self.means @ ts  # (P,)
-        self._st = np.sqrt(np.sum(self.node_s * ts * ts, axis=1))  # (P,)
-        self._qt = self._mt[:, None] + self._st[:, None] * self._qz1  # (P, q)
-        lab = self.label_params
+    def _prepare_excess(self) -> None:
+        """The per-node constants of the excess risk: ``mu*``, ``s*`` of ``a*`` and the
+        label moments ``E sigmoid(c)``, ``E sigmoid'(c)``."""
+        ts, lab = self.theta_star, self.label_params
+        self._mu_star = self.means @ ts  # (P,)
+        self._s_star = np.sqrt(np.sum(self.node_s * ts * ts, axis=1))
         mc = np.sum(self.means * lab, axis=1)
         vc = np.sum(self.node_s * lab * lab, axis=1)
         self._label_s0, self._label_s1, *_ = self._moments(mc, vc)
 
-    def kl_term(self, theta: Any) -> np.ndarray:
-        """``(1/P) sum_i E_i B(<x, theta*>, <x, theta>)`` for ``theta`` (..., d), by the 2-D
-        rule (shape ``theta.shape[:-1]``)."""
-        th = np.asarray(to_numpy(theta), dtype=np.float64)
-        lead = th.shape[:-1]
-        eta = th.reshape(-1, self.d) - self.theta_star
-        md = eta @ self.means.T  # (m, P): mean of delta = <x, eta>
-        cd = eta @ (self.node_s * self.theta_star).T  # cov(a*, delta)
-        vd = (eta * eta) @ self.node_s.T  # var(delta)
-        st = self._st[None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            c21 = np.where(st > 0, cd / st, 0.0)
-        c22 = np.sqrt(np.maximum(vd - c21 * c21, 0.0))
-        out = _kl_sum(self._qt, self._qz1, self._qz2, self._qw, md, c21, c22)
-        return out.reshape(lead)
-
     def excess_risk(self, theta: Any) -> np.ndarray:
-        """``f(theta) - f*`` for ``theta`` (..., d) (module docstring): the difference of the
-        one-dimensional forms where it is at least ``1e-4`` (relative rounding error below
-        ``1e-12`` there), else the divergence form (two-dimensional rule)."""
+        """``f(theta) - f*`` for ``theta`` (..., d) by the one-dimensional form of the module
+        docstring (rows by chunks: the (rows, P, nodes) temporary stays small)."""
         th = np.asarray(to_numpy(theta), dtype=np.float64)
         lead = th.shape[:-1]
         flat = th.reshape(-1, self.d)
-        out = self._mean_losses(flat) - self.f_star
-        near = out < _DIRECT_MIN
-        if np.any(near):
-            eta = flat[near] - self.theta_star
-            out[near] = self.kl_term(flat[near]) + eta @ self.grad_at_optimum
-        return out.reshape(lead)
-
-    def _mean_losses(self, flat: np.ndarray) -> np.ndarray:
-        """``f(theta)`` of the rows of ``flat`` (m, d) by the one-dimensional forms (rows by
-        chunks, so that the (rows, P, nodes) temporary stays small)."""
         out = np.empty(flat.shape[0])
-        z, w = self._z1, self._w1
-        chunk = max(1, 2**18 // (self.P * z.size))
-        for a in range(0, flat.shape[0], chunk):
-            th = flat[a : a + chunk]
-            ma = th @ self.means.T  # (m, P)
-            va = (th * th) @ self.node_s.T
-            cov = th @ (self.node_s * self.label_params).T
-            x = ma[..., None] + np.sqrt(np.maximum(va, 0.0))[..., None] * z
-            sp = np.logaddexp(0.0, x) @ w
-            f = sp - ma * self._label_s0 - cov * self._label_s1
-            out[a : a + chunk] = f.mean(axis=1)
-        return out
+        mus, ss = self._mu_star, self._s_star
+        lab_s = self.node_s * self.label_params  # (P, d): S_i beta_i, cov - cov* = eta S_i beta_i
+        start = 0
+        while start < flat.shape[0]:
+            rows = flat[start : start + 256]
+            sd = np.sqrt(np.maximum((rows * rows) @ self.node_s.T, 0.0))  # (m, P)
+            z, w = _rule(max(float(sd.max(initial=0.0)), float(ss.max(initial=0.0))))
+            m = max(1, min(rows.shape[0], 2**21 // (self.P * z.size)))
+            rows, sd = rows[:m], sd[:m]
+            # a - a* from eta, not as a difference of two O(1) numbers (the linear terms
+            # cancel to ~ eta^T grad f(theta*) and would otherwise carry 1e-16 absolute)
+            eta = rows - self.theta_star
+            dmu = eta @ self.means.T  # mu - mu*
+            dsd = ((eta * (rows + self.theta_star)) @ self.node_s.T) / (sd + ss)  # sd - s*
+            dsd = np.where(sd + ss > 0, dsd, 0.0)
+            a_star = mus[:, None] + ss[:, None] * z  # (P, n)
+            delta = dmu[..., None] + dsd[..., None] * z  # (m, P, n): a - a*
+            first = (delta * sigmoid(a_star)) @ w
+            second = bernoulli_kl_logits(a_star, a_star + delta) @ w
+            lin = dmu * self._label_s0 + (eta @ lab_s.T) * self._label_s1
+            out[start : start + m] = np.mean(first - lin + second, axis=1)
+            start += m
+        return out.reshape(lead)
 
     def errors(self, theta: Any) -> dict[str, Any]:
         """``excess_risk`` (module docstring), ``hnorm2 = ||theta - theta*||_{H*}^2``,
@@ -460,64 +460,3 @@ class HeterogeneousLogistic(Problem):
             )
         e = self.errors(models)
         return {f"node_{k}": xp.mean(v, axis=-1) for k, v in e.items()}
-
-
-# ---------------------------------------------------------------------- the 2-D rule's sum
-_KERNEL: Any = "auto"
-
-
-def _kernel() -> Any:
-    global _KERNEL
-    if not numba_available():
-        return None
-    if isinstance(_KERNEL, str):
-        import numba
-
-        @numba.njit(cache=True, nogil=True, error_model="numpy")
-        def kl_sum(qt, z1, z2, w, md, c21, c22, out):  # pragma: no cover
-            m, P = md.shape
-            q = w.shape[0]
-            for r in range(m):
-                total = 0.0
-                for i in range(P):
-                    acc = 0.0
-                    for k in range(q):
-                        t = qt[i, k]
-                        delta = (t + (md[r, i] + c21[r, i] * z1[k] + c22[r, i] * z2[k])) - t
-                        st = t if delta <= 0 else -t
-                        # p = sigmoid(st), overflow-free
-                        e = np.exp(-abs(st))
-                        p = 1.0 / (1.0 + e) if st >= 0 else e / (1.0 + e)
-                        ad = abs(delta)
-                        arg = p * np.expm1(-ad)
-                        if arg > -0.5:
-                            val = np.log1p(arg)
-                        else:  # log(1 - p + p e^-ad) = logaddexp(log(1 - p), log p - ad)
-                            l1mp = -(max(st, 0.0) + np.log1p(np.exp(-abs(st))))
-                            lp = -(max(-st, 0.0) + np.log1p(np.exp(-abs(st))))
-                            u, v = l1mp, lp - ad
-                            hi = u if u > v else v
-                            val = hi + np.log1p(np.exp(-abs(u - v)))
-                        val += p * ad
-                        acc += w[k] * (val if val > 0.0 else 0.0)
-                    total += acc
-                out[r] = total / P
-
-        _KERNEL = kl_sum
-    return _KERNEL
-
-
-def _kl_sum(qt, z1, z2, w, md, c21, c22) -> np.ndarray:
-    """``out[r] = (1/P) sum_i sum_k w_k B(qt_ik, qt_ik + md_ri + c21_ri z1_k + c22_ri z2_k)``
-    (compiled when numba is available; NumPy by chunks otherwise, same formulas)."""
-    m = md.shape[0]
-    out = np.empty(m)
-    kern = _kernel()
-    if kern is not None:
-        kern(qt, z1, z2, w, np.ascontiguousarray(md), np.ascontiguousarray(c21),
-             np.ascontiguousarray(c22), out)  # fmt: skip
-        return out
-    for r in range(m):
-        delta = md[r, :, None] + c21[r, :, None] * z1 + c22[r, :, None] * z2  # (P, q)
-        out[r] = float(np.mean(bernoulli_kl_logits(qt, qt + delta) @ w))
-    return out
