@@ -87,7 +87,7 @@ def _text(html: str) -> str:
 def test_site_pages_exist(site):
     for page in ("index", "api/index", "theory/index", "gallery/index", "notebooks/index"):
         assert (site / f"{page}.html").exists(), page
-    for page in ("architecture", "adding", "own_claim"):
+    for page in ("architecture", "adding", "own_claim", "getting_started"):
         assert (site / f"{page}.html").exists(), page
     for nb in (REPO / "notebooks").glob("*.ipynb"):
         assert (site / "notebooks" / f"{nb.stem}.html").exists(), nb.stem
