@@ -108,6 +108,23 @@ def test_api_page_renders_simulate_signature(site, tmp_path):
     assert summary[:40] in text, "the docstring of simulate is not on its API page"
 
 
+def test_api_page_lists_exactly_the_parameters_of_simulate(site):
+    """The Parameters list of simulate's page names each parameter of the signature once, in
+    order (prose once parsed as eleven more "parameters", and ``n_record`` was missing)."""
+    import convkit as ck
+
+    html = (site / "api" / "convkit.simulate.html").read_text()
+    html = html[html.index('id="convkit.simulate.simulate"') :]
+    m = re.search(
+        r'<dt class="field-\w+">Parameters.*?</dt>\s*<dd class="field-\w+">(.*?)</dd>',
+        html,
+        flags=re.S,
+    )
+    assert m, "no Parameters list on simulate's page"
+    listed = re.findall(r"<li><p><strong>([^<]+)</strong>", m.group(1))
+    assert listed == list(inspect.signature(ck.simulate).parameters)
+
+
 def test_api_index_lists_every_public_name(site, tmp_path):
     import convkit as ck
 
