@@ -134,5 +134,8 @@ def test_invalid_arguments():
         HeterogeneousLogistic(3, 2, feature_shift=-1.0)
     with pytest.raises(ValueError, match="beta must be"):
         HeterogeneousLogistic(3, 2, beta=np.ones(4))
+    with pytest.raises(ValueError, match="largest zeta\\^2 found is 0.19"):
+        HeterogeneousLogistic(20, 8, zeta2=0.5, feature_shift=2.0, covariance_dissimilarity=0.5,
+                              seed=1)  # fmt: skip
     with pytest.raises(ValueError, match="workers = 2 nodes"):
         HeterogeneousLogistic(3, 2).sample(Backend().stream(0, "x"), (2, 3, 1))
