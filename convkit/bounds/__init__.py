@@ -21,7 +21,9 @@ Layout
   :mod:`~convkit.bounds.averaged_sgd` (Polyak-Juditsky), :mod:`~convkit.bounds.local_sgd`
   (communication of Local-SGD), :mod:`~convkit.bounds.decentralized` (D-PSGD, DeepSqueeze,
   CHOCO-SGD), :mod:`~convkit.bounds.mixing` (W_eta), :mod:`~convkit.bounds.compression`
-  (compressors, EF-SGD memory).
+  (compressors, EF-SGD memory), :mod:`~convkit.bounds.heterogeneity` (Local-SGD vs
+  mini-batch SGD on iid and heterogeneous nodes, rounds with growing gaps, the topology in
+  D-PSGD's rate and its transient time).
 
 The command lines are ``convkit bounds`` (:mod:`convkit.cli.bounds`) and ``convkit check``
 (:mod:`convkit.cli.check`); every row of a check has a verdict of :mod:`convkit.verdicts`.
@@ -68,6 +70,7 @@ from convkit.bounds import local_sgd_large_steps  # noqa: F401
 from convkit.bounds import decentralized  # noqa: F401
 from convkit.bounds import mixing  # noqa: F401
 from convkit.bounds import compression  # noqa: F401
+from convkit.bounds import heterogeneity  # noqa: F401
 
 # isort: on
 from convkit.bounds.checking import check_row, final_values, mean_se, within
