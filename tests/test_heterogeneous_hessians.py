@@ -182,6 +182,8 @@ def test_explicit_node_spectra():
     assert p.delta == pytest.approx(1.0) and p.L == 3.0 and p.mu == pytest.approx(0.3)
     g = p.worker_grads(p.theta_star)
     assert np.mean(np.sum(g * g, axis=1)) == pytest.approx(0.7, rel=1e-12)
+    other = HeterogeneousLeastSquares(2, 2, 0.7, node_spectra=hn[::-1], seed=0)
+    assert p.describe() != other.describe()  # explicit spectra are named by their digest
 
 
 def test_simulate_reports_average_and_node_errors():

@@ -81,6 +81,7 @@ on every node.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -225,6 +226,7 @@ class HeterogeneousLeastSquares(Problem):
         self.h = _spectrum(spectrum, self.d)
         self.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
         node_h = self._node_spectra(node_spectra, delta)
+        self._explicit_spectra = node_spectra is not None
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 13, self.P, self.d]))
         if theta_star is None:
             theta_star = rng.standard_normal(self.d) / np.sqrt(self.d)
@@ -320,6 +322,9 @@ class HeterogeneousLeastSquares(Problem):
         }
         if not self.equal_hessians:
             out["hessian_dissimilarity"] = self.delta
+            if self._explicit_spectra:  # not reproducible from the numbers above
+                digest = hashlib.sha256(np.ascontiguousarray(self.node_h).tobytes()).hexdigest()
+                out["node_spectra_sha256"] = digest[:16]
         if self.design != "gaussian":
             out["design"] = self.design
         return out
