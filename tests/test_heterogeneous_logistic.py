@@ -127,6 +127,13 @@ def test_simulate_with_node_metrics(prob):
         np.testing.assert_allclose(node, last, rtol=1e-6)  # step 50 ends a round
 
 
+def test_describe_tells_problems_apart():
+    a = HeterogeneousLogistic(3, 2, beta=np.ones(3))
+    b = HeterogeneousLogistic(3, 2, beta=-np.ones(3))
+    assert a.describe() != b.describe()
+    assert a.describe() == HeterogeneousLogistic(3, 2, beta=np.ones(3)).describe()
+
+
 def test_invalid_arguments():
     with pytest.raises(ValueError, match="workers = 1"):
         HeterogeneousLogistic(3, 1, zeta2=0.1)

@@ -80,6 +80,7 @@ Node metrics: ``node_excess_risk = (1/P) sum_j f(theta_j) - f*`` over the nodes'
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -329,6 +330,7 @@ class HeterogeneousLogistic(Problem):
         return self.P
 
     def describe(self) -> dict[str, Any]:
+        digest = hashlib.sha256(np.ascontiguousarray(self.beta).tobytes()).hexdigest()[:16]
         return {
             "kind": "heterogeneous_logistic",
             "d": self.d,
@@ -338,6 +340,7 @@ class HeterogeneousLogistic(Problem):
             "covariance_dissimilarity": float(np.max(np.abs(self.node_s - self.s))),
             "spectrum": self.spectrum_spec,
             "seed": self.seed,
+            "beta_sha256": digest,
         }
 
     def node_losses(self, theta: Any) -> np.ndarray:
