@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import convkit as ck
-from convkit.schedules import comm_from_spec
+from convkit.schedule_spec import comm_from_spec
 
 REPO = Path(__file__).resolve().parents[1]
 

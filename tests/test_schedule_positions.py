@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from convkit.schedule_spec import comm_from_spec
 from convkit.schedules import (
     AdaptiveRounds,
     Constant,
@@ -18,7 +19,6 @@ from convkit.schedules import (
     QuadraticRounds,
     Rounds,
     _ceil_guarded,
-    comm_from_spec,
 )
 
 

@@ -18,7 +18,8 @@ from convkit.algorithms.decentralized import CHOCOSGD, DPSGD
 from convkit.cli import main as cli_main
 from convkit.cli.simulate import _build, build_parser
 from convkit.compression import COMPRESSORS, RandK, get_compressor
-from convkit.schedules import COMM_KINDS, PowerRounds, QuadraticRounds, comm_from_spec
+from convkit.schedule_spec import COMM_KINDS, comm_from_spec
+from convkit.schedules import PowerRounds, QuadraticRounds
 from convkit.sweep.setting import build
 from convkit.topology import ring, torus
 

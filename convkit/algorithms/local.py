@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from ..backend import namespace_of
-from ..schedules import CommSchedule, EveryStep, Final, StepSize, comm_from_spec
+from ..schedule_spec import comm_from_spec
+from ..schedules import CommSchedule, EveryStep, Final, StepSize
 from ..validation import check_int
 from .base import Algorithm
 

@@ -52,7 +52,8 @@ from typing import Any
 import numpy as np
 
 from ..backend import namespace_of
-from ..schedules import CommSchedule, StepSize, comm_from_spec
+from ..schedule_spec import comm_from_spec
+from ..schedules import CommSchedule, StepSize
 from ..validation import check_int, check_real
 from .base import Algorithm
 

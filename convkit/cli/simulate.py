@@ -68,9 +68,9 @@ def _real(interval: str, test: Callable[[float], bool]) -> Callable[[str], float
 
 def _comm(text: str) -> str:
     """Argparse type: a communication spec, read by the one parser of such specs
-    (:func:`convkit.schedules.comm_from_spec`, as ``LocalSGD`` and the sweeps read it); its
+    (:func:`convkit.schedule_spec.comm_from_spec`, as ``LocalSGD`` and the sweeps read it); its
     message is the library's, unchanged."""
-    from convkit.schedules import comm_from_spec
+    from convkit.schedule_spec import comm_from_spec
 
     try:
         comm_from_spec(text)
@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "rounds, 1 <= N <= n), 'quadratic:N' (after steps ceil(n (j/N)^2)), 'power:N:p' "
         "(ceil(n (j/N)^p)), 'geometric_rounds:N' (ceil(n^(j/N))), 'geometric:first:ratio' or "
         "'polynomial:power:scale', where n = gradients / workers is the number of local steps "
-        "(the forms of convkit.schedules.COMM_KINDS and COMM_ALIASES, as in LocalSGD and sweeps)",
+        "(the forms of convkit.schedule_spec.COMM_KINDS and COMM_ALIASES, as in LocalSGD and sweeps)",
     )
     opt(
         "--C",

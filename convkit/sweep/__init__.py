@@ -49,7 +49,7 @@ class names; a problem's public classmethod constructors also as ``<kind>_<metho
 defaults come from an explicit schema or from the builder's signature.  Kinds registered by
 user code must be importable in worker processes: list their modules under ``imports``.
 String specs are read by the model modules' own parsers, the ones the constructors and the
-command line use (:func:`convkit.schedules.parse_comm_spec`,
+command line use (:func:`convkit.schedule_spec.parse_comm_spec`,
 :func:`convkit.compression.parse_compressor_spec`,
 :func:`convkit.topology_spec.parse_topology_spec`), and kind names resolve through their
 tables: one name per class, and an alias that fixes a parameter is stored as its class' kind

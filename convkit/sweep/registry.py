@@ -60,7 +60,7 @@ _ALIASES: dict[str, dict[str, str]] = {}
 
 
 def _comm_resolver(name: str) -> tuple[str, dict[str, Any]] | None:
-    from convkit.schedules import resolve_comm_kind
+    from convkit.schedule_spec import resolve_comm_kind
 
     return resolve_comm_kind(name)
 
@@ -196,7 +196,7 @@ def aliases(category: str) -> list[str]:
     _ensure_registry()
     names = set(_ALIASES.get(category, {}))
     if category == "comm":
-        from convkit.schedules import COMM_ALIASES
+        from convkit.schedule_spec import COMM_ALIASES
 
         names |= set(COMM_ALIASES)
     elif category == "compressor":
@@ -210,7 +210,7 @@ def resolve(category: str, kind: Any) -> tuple[Kind | None, dict[str, Any]]:
     """The registered kind a name stands for and the parameters the name fixes (an alias such
     as ``quadratic_rounds`` fixes ``p = 2``; ``{}`` for a plain name), ``(None, {})`` when
     unknown.  Comm and compressor names resolve through the model modules' tables
-    (:data:`convkit.schedules.COMM_ALIASES`, :data:`convkit.compression.COMPRESSOR_ALIASES`),
+    (:data:`convkit.schedule_spec.COMM_ALIASES`, :data:`convkit.compression.COMPRESSOR_ALIASES`),
     the others through the aliases given to :func:`register`."""
     _ensure_registry()
     resolver = _RESOLVERS.get(category)
@@ -328,10 +328,10 @@ def _register_builtins() -> None:
         doc="gamma_k = C (k + k0)^-alpha",
     )
     register("step", "constant", _schedule("Constant"), {"gamma": P("float")})
-    from convkit.schedules import COMM_KINDS
+    from convkit.schedule_spec import COMM_KINDS
 
     # one name per schedule class, from the schedules' own table (its aliases resolve through
-    # convkit.schedules.COMM_ALIASES, see _RESOLVERS)
+    # convkit.schedule_spec.COMM_ALIASES, see _RESOLVERS)
     for name, (cls, _) in COMM_KINDS.items():
         register("comm", name, cls, doc=(inspect.getdoc(cls) or "").split("\n")[0])
 

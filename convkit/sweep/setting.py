@@ -82,7 +82,7 @@ def _string_spec(category: str, text: str) -> dict[str, Any] | None:
     (the parser the constructors and the command line use), or None for a category without
     string specs.  A malformed spec raises the parser's ``ValueError``."""
     if category == "comm":
-        from convkit.schedules import parse_comm_spec
+        from convkit.schedule_spec import parse_comm_spec
 
         return parse_comm_spec(text)
     if category == "compressor":
