@@ -93,12 +93,32 @@ def test_check_woodworth_quick():
     assert rows[0]["measured"] < 1.0 < rows[1]["measured"]
 
 
+def test_rounds_verdict_on_constructed_thresholds():
+    """Non-increasing N* holds; growth like sqrt(T) is a violation; flat N* is undecided."""
+    Ts = [1e3, 4e3, 16e3, 64e3]
+    assert H.rounds_verdict(Ts, [40, 8, 1, 1])[0] == V.HOLDS
+    assert H.rounds_verdict(Ts, [10, 20, 40, 80])[0] == V.VIOLATED
+    assert H.rounds_verdict(Ts, [10, 10, 10, 10])[0] == V.INCONCLUSIVE
+    assert H.rounds_verdict(Ts, [10, 5, 7, 6])[0] == V.INCONCLUSIVE
+
+
 def test_check_spiridonoff_quick():
-    """N* with rounds at growing gaps falls with T (T-independent at most), exponent below
-    0 and away from the sqrt(PT) reading's 1/2."""
+    """N* with rounds at growing gaps falls with T at P = 8 (exact thresholds 37, 7, 1 at
+    eps = 0.01): one-shot averaging suffices at the largest T."""
     (row,) = H.check_spiridonoff(True)
-    assert row["verdict"] in (V.HOLDS, V.CONSISTENT_UNRESOLVED)
-    assert "N* = [" in row["measured"]
+    assert row["verdict"] == V.HOLDS
+    assert row["measured"] == "N* = [37, 7, 1]"
+
+
+def test_local_last_error_every_step_is_mba():
+    """Local-SGD communicating at every step is mini-batch averaging: the same exact error
+    through both schedules' spellings (to rounding)."""
+    from convkit.schedules import Every, EveryStep
+
+    s = H.spiridonoff_setting(True)
+    a = H.local_last_error(s["problem"], 200, 4, s["step"], EveryStep())
+    b = H.local_last_error(s["problem"], 200, 4, s["step"], Every(1))
+    assert a == pytest.approx(b, rel=1e-12)
 
 
 def test_check_koloskova_quick():
