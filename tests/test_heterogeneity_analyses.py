@@ -81,3 +81,48 @@ def test_local_vs_minibatch_round_trips_through_csv(lvm, tmp_path):
     data.to_csv(path, index=False)
     back = pd.read_csv(path)
     assert [r["verdict"] for r in M.checks(back)] == [r["verdict"] for r in M.checks(data)]
+
+
+@pytest.fixture(scope="module")
+def topo():
+    M = importlib.import_module("analyses.decentralized_topology")
+    return M, M.run(quick=True)
+
+
+def test_decentralized_topology_quick_verdicts(topo, tmp_path):
+    """Quick mode (exact): ring and torus within 1 % of the complete graph at T = 4000 after
+    8 % and 4 % early differences, the exponent of ratio - 1 consistent with -1; transient
+    times on three lazy rings with exponent 1.97 [1.89, 2.05] in 1/(1 - rho) (3 points: the
+    fit's adequacy untestable, so consistent_unresolved)."""
+    M, data = topo
+    rows = M.checks(data)
+    for r in rows:
+        V.validate_row(r)
+    ko = _rows(rows, "koloskova.topology_free_leading_term")
+    assert len(ko) == 4 and all(r["verdict"] == V.HOLDS for r in ko)
+    pu = _rows(rows, "pu.transient_time")
+    lazy = [r for r in pu if "lazy rings" in r["setting"]]
+    assert lazy[0]["verdict"] == V.CONSISTENT_UNRESOLVED
+    assert "exponent 1.97 [1.89, 2.05]" in lazy[0]["measured"]
+    facts = M.facts(data)
+    assert abs(float(facts["ratio_ring_T"]) - 1) < 0.01 < float(facts["ratio_ring_max"]) - 1
+    (png,) = M.plot(data, tmp_path)
+    assert png.exists() and png.stat().st_size > 10_000
+
+
+def test_decentralized_topology_checks_can_fail(topo):
+    """Altered data: a ring whose error stays 10 % above the complete graph's violates the
+    topology-free leading term (exponent of ratio - 1 near 0); transient times growing like
+    1/(1 - rho) instead of its square are told apart from the claim."""
+    M, data = topo
+    bad = data.copy()
+    sel = (bad.part == "topology") & (bad.graph == "ring")
+    comp = bad[(bad.part == "topology") & (bad.graph == "complete")].sort_values("step")
+    bad.loc[bad[sel].sort_values("step").index, "mean"] = 1.1 * comp["mean"].to_numpy()
+    lz = bad.part == "lazy"
+    bad.loc[lz, "K_T"] = 10.0 / bad.loc[lz, "gap"]
+    rows = M.checks(bad)
+    ring_rows = [r for r in rows if "ring vs complete" in r["setting"] or "ring vs" in r["setting"]]
+    assert ring_rows and all(r["verdict"] == V.VIOLATED for r in ring_rows)
+    lazy = [r for r in _rows(rows, "pu.transient_time") if "lazy rings" in r["setting"]]
+    assert lazy[0]["verdict"] in (V.VIOLATED, V.NOT_IDENTIFIABLE)
