@@ -30,9 +30,10 @@ def _rows(rows, result):
 
 
 def test_local_vs_minibatch_quick_verdicts(lvm, tmp_path):
-    """Quick mode: Local-SGD wins on iid quadratics, mini-batch SGD on every heterogeneous
-    one (zeta^2 = 4, 25, 100 with delta = 0.2; exact ratios 1.03, 1.15, 1.44 on the quick
-    grid), N* at growing gaps never grows with T and the error times P n is flat in P."""
+    """Quick mode (the quadratic part is the full run's): Local-SGD wins on iid quadratics
+    (exact ratio 0.88) and still at zeta^2 = 4 (0.90, measured), mini-batch SGD at zeta^2 = 25
+    and 100 (1.05, 1.49; delta = 0.2); N* at growing gaps never grows with T and the error
+    times P n is flat in P."""
     M, data = lvm
     rows = M.checks(data)
     for r in rows:
@@ -40,16 +41,16 @@ def test_local_vs_minibatch_quick_verdicts(lvm, tmp_path):
     (iid,) = _rows(rows, "woodworth.local_beats_minibatch_quadratic")
     assert iid["verdict"] == V.HOLDS
     het = _rows(rows, "woodworth.minibatch_wins_heterogeneous")
-    assert [r["verdict"] for r in het] == [V.HOLDS] * 3
+    assert [r["verdict"] for r in het] == [V.MEASURED, V.HOLDS, V.HOLDS]
     b = M.best(data).set_index(["part", "setting"])
     ratios = [b.loc[("quadratic", f"zeta2={z:g}"), "ratio"] for z in M.ZETA2]
-    assert ratios[0] < 1 < ratios[1] < ratios[2] < ratios[3]
+    assert ratios[0] < ratios[1] < 1 < ratios[2] < ratios[3]
     sp = _rows(rows, "spiridonoff.rounds_independent_of_T")
     assert len(sp) == 3 + 3 and all(r["verdict"] == V.HOLDS for r in sp)
     logi = [r for r in rows if r["result"].startswith("Local-SGD vs mini-batch SGD on logistic")]
     assert len(logi) == 2 and all(r["verdict"] == V.MEASURED for r in logi)
     facts = M.facts(data)
-    assert facts["ratio_quadratic_zeta2_0"].startswith("0.98")
+    assert facts["ratio_quadratic_zeta2_0"] == "0.882"
     assert all(isinstance(v, str) for v in facts.values())
     (png,) = M.plot(data, tmp_path)
     assert png.exists() and png.stat().st_size > 10_000
