@@ -7,8 +7,11 @@ Claims (Tang et al. 2019, from the summary of the paper, constants unknown **[pa
 ``gamma <= 1 / (3 L sqrt(C_2))``, with ``C_2`` growing with the compression error and shrinking
 with connectivity.
 
-Setting: :class:`~convkit.problems.heterogeneous.HeterogeneousLeastSquares`, d = 32, flat
-spectrum (so L = 1 and ``||grad f(x_bar)||^2 = ||x_bar - theta*||^2``, the ``dist2`` metric),
+Setting: :class:`~convkit.problems.heterogeneous.HeterogeneousLeastSquares`, d = 32, node
+Hessians at dissimilarity delta = max_i ||H_i - H|| = 0.5 (``DELTA``; node eigenvalues in
+[0.5, 1.5], so that zeta^2 biases the node average and is not only sampling variance) around a
+flat mean spectrum (H = I, so ``||grad f(x_bar)||^2 = ||x_bar - theta*||^2``, the ``dist2``
+metric; L of f is 1, the nodes' largest curvature 1.5),
 sigma = 0.5, P = 16, theta0 = 0. DeepSqueeze with top-k (k of d = 32), eta by pure gossip
 (:mod:`analyses._decentralized_common`). Horizons T in {250, 500, 1000, 2000, 4000} (quick:
 {250, 500, 1000}), step ``gamma_T = 0.08 sqrt(P / T)`` (the step that gives the 1/sqrt(PT)
@@ -49,10 +52,12 @@ from convkit.plotting import THEORY_STYLE, color, legend_outside, plain
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 
 TITLE = (
-    "DeepSqueeze rate c/sqrt(PT) + C_2/T on heterogeneous least squares (d = 32, P = 16): "
+    "DeepSqueeze rate c/sqrt(PT) + C_2/T on heterogeneous least squares (d = 32, P = 16, node "
+    "Hessians delta = 0.5): "
     "C_2 against compression, zeta^2 and spectral gap; step limit against 1/(3 L sqrt(C_2))"
 )
 D, C0 = 32, 0.08
+DELTA = 0.5  # Hessian dissimilarity max_i ||H_i - H||_op
 TS = (250, 500, 1000, 2000, 4000)
 #: (topology, k, zeta^2): one factor at a time around ("ring", 8, 1.0)
 CONFIGS = (
@@ -92,7 +97,7 @@ def _time_avg(cv, steps: np.ndarray, metric: str = "dist2", iterate: str = "last
 def _rate_rows(Ts, R: int, etas: dict) -> list[dict]:
     rows = []
     for z2 in sorted({c[2] for c in CONFIGS}):
-        prob = HeterogeneousLeastSquares(D, C.P, z2, noise=0.5, seed=0)
+        prob = HeterogeneousLeastSquares(D, C.P, z2, noise=0.5, seed=0, hessian_dissimilarity=DELTA)
         mine = [c for c in CONFIGS if c[2] == z2]
         for T in Ts:
             gamma = C0 * np.sqrt(C.P / T)
@@ -148,7 +153,8 @@ def _limit_rows(R: int, n: int, etas: dict) -> list[dict]:
     lo = {c: np.log(GAMMA_LO) for c in LIMIT_CONFIGS}
     hi = {c: np.log(GAMMA_HI) for c in LIMIT_CONFIGS}
     probs = {
-        z2: HeterogeneousLeastSquares(D, C.P, z2, noise=0.5, seed=0) for _, _, z2 in LIMIT_CONFIGS
+        z2: HeterogeneousLeastSquares(D, C.P, z2, noise=0.5, seed=0, hessian_dissimilarity=DELTA)
+        for _, _, z2 in LIMIT_CONFIGS
     }
     for h in range(HALVINGS):  # bisection rounds (all configurations advanced together)
         for z2, prob in probs.items():
@@ -407,7 +413,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
     rate = data[data.part == "rate"]
     Ts = sorted(set(rate["T"]))
     setting = (
-        f"LS d={D} flat, sigma=0.5, P=16, DeepSqueeze top-k, eta by gossip; "
+        f"LS d={D}, H = I, node Hessians delta={DELTA:g}, sigma=0.5, P=16, DeepSqueeze top-k, eta by gossip; "
         f"gamma_T={C0:g} sqrt(P/T), T in {Ts}, R={int(rate.replicates.iloc[0])}; "
         "Delta = paired difference of time-averaged ||grad f(x_bar)||^2 against MBA"
     )
@@ -504,7 +510,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             V.check_row(
                 result="DeepSqueeze converges for gamma <= 1/(3 L sqrt(C_2)) (a sufficient "
                 "step limit)",
-                setting=f"LS d={D}, L=1, {r.topology}, k={r.k}, zeta^2={r.zeta2:g}, eta={r.eta:.3g}; "
+                setting=f"LS d={D}, L=1, delta={DELTA:g}, {r.topology}, k={r.k}, zeta^2={r.zeta2:g}, eta={r.eta:.3g}; "
                 f"bisection n={r.steps}, R={r.replicates}",
                 measured=f"stable up to [{r.gamma_lo:.3g}, {r.gamma_hi:.3g}]; "
                 f"1/(3 sqrt(C_2)) = {bound:.3g}",
