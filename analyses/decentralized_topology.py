@@ -18,8 +18,10 @@ Claims (provenance in :mod:`convkit.bounds.heterogeneity`):
   centralized SGD error = 2 (eps = 1), the node error being the nodes' mean
   ``(1/n) sum_i E||x_i - theta*||_H^2`` (the paper's measure) and centralized SGD mini-batch
   averaging over the same n nodes. Tested at fixed n = 6 on lazy rings ``(1 - a) I + a W``
-  (same eigenvectors, gap a / 3): the exponent of K_T in 1 / (1 - rho), claim 2 against 1,
-  with the fit's adequacy. Also measured on rings of n = 6..10 nodes (uniform weights), where
+  (same eigenvectors, gap a / 3): the exponent of K_T in 1 / (1 - rho), at most 2 (an O()
+  upper bound; the lower bound is for a constructed problem, not this one) against 1, with
+  the fit's adequacy. Observed: 1.97, as K_T = A / (1 - rho)^2 + B / (1 - rho) (the noise's
+  share) with B ~ A gives at these gaps. Also measured on rings of n = 6..10 nodes (uniform weights), where
   n and the gap change together and the heterogeneity's projection on the slow modes
   differs from ring to ring: the exponent of K_T in n / (1 - rho)^2, an upper-bound order
   (at most 1), and in 1 / (1 - rho).
@@ -42,7 +44,7 @@ import convkit as ck
 import convkit.bounds.heterogeneity as H
 from convkit import verdicts as V
 from convkit.checks import fit_exponent
-from convkit.plotting import REFERENCE_STYLE, THEORY_STYLE, color, legend_outside
+from convkit.plotting import REFERENCE_STYLE, THEORY_STYLE, color, legend_outside, shades
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 from convkit.topology import ring
 
@@ -50,7 +52,6 @@ TITLE = (
     "Decentralized SGD on heterogeneous least squares (exact, node Hessians): the leading term "
     "does not see the graph; the transient time grows like 1/(1 - rho)^2"
 )
-GRAPH_COLORS = {"ring": "#1f77b4", "torus": "#ff7f0e", "complete": "#2ca02c"}
 RING_SIZES = (6, 7, 8, 9, 10)
 STEP = ck.PolyDecay(*H.KOLOSKOVA_STEP)
 
@@ -109,9 +110,9 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     top = data[data.part == "topology"]
     ax = axes[0]
     comp = top[top.graph == "complete"].sort_values("step")
-    for g in ("ring", "torus"):
+    for g, col in zip(("ring", "torus"), shades("D-PSGD", 2)):  # D-PSGD on two graphs
         c = top[top.graph == g].sort_values("step")
-        ax.plot(c.step, c["mean"].to_numpy() / comp["mean"].to_numpy(), color=GRAPH_COLORS[g],
+        ax.plot(c.step, c["mean"].to_numpy() / comp["mean"].to_numpy(), color=col,
                 label=f"{g} / complete")  # fmt: skip
     ax.axhline(1.0, **REFERENCE_STYLE, label="1 (topology-free leading term)")
     ax.set(xscale="log", xlabel="iteration t", ylabel="err(graph) / err(complete graph)",
@@ -145,12 +146,12 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     for r in rg.itertuples():
         ax.annotate(f"n={int(r.n)}", (1.0 / r.gap, r.K_T), textcoords="offset points",
                     xytext=(4, -8), fontsize=7)  # fmt: skip
-    ticks = [2, 4, 8, 16, 32]
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.minorticks_off()
     ax.set(xscale="log", yscale="log", xlabel="1 / (1 - rho)",
            ylabel=f"transient time K_T (ratio {1 + H.PU_EPS:g})",
            title="transient time vs spectral gap")  # fmt: skip
+    ticks = [2, 4, 8, 16, 32]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
     legend_outside(ax, where="below", ncol=1)
     fig.suptitle(TITLE + "; D-PSGD steps 2/(t+10), d = 2, delta = 0.3, additive noise", fontsize=10)
     fig.tight_layout()
@@ -192,7 +193,9 @@ def checks(data: pd.DataFrame) -> list[dict]:
     kts = lz.K_T.to_numpy(dtype=float)
     if np.all(np.isfinite(kts)) and len(kts) >= 2:
         f = fit_exponent(1.0 / lz.gap.to_numpy(), kts)
-        verdict, reason = V.exponent_verdict(f.interval, 2.0, alternatives=(1.0,), fit=f)
+        verdict, reason = V.exponent_verdict(
+            f.interval, 2.0, alternatives=(1.0,), side="at_most", fit=f
+        )
         meas = f"exponent {f.slope:.3g} {V.interval_text(f.interval)}"
     else:
         verdict, reason, meas = V.INCONCLUSIVE, "a transient longer than the horizon", "-"
@@ -203,7 +206,8 @@ def checks(data: pd.DataFrame) -> list[dict]:
             f"lazy rings with 1 - rho in {[round(float(g), 4) for g in lz.gap]}, steps 2/(t+10), "
             f"K_T at ratio {1 + H.PU_EPS:g}",
             f"K_T = {[round(float(k), 1) for k in kts]}; {meas}",
-            "exponent 2 in 1/(1 - rho) (Pu et al.); 1 if only the noise term counted",
+            "exponent at most 2 in 1/(1 - rho) (an O() upper bound, Pu et al.), against 1 "
+            "(only the noise term)",
             verdict,
             reason,
         )

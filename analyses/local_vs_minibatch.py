@@ -417,6 +417,6 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
     for algo, g in sp_.groupby("setting", sort=False):
         out[f"speedup_{algo}"] = f"{g.scaled.min():.4g}..{g.scaled.max():.4g}"
     for (pos, P), g in rd.groupby(["setting", "P"], sort=False):
-        out[f"nstar_{pos}_P{P}"] = ", ".join(str(int(v)) for v in g.sort_values("T").N_star)
-    out["rounds_T"] = ", ".join(str(int(t)) for t in sorted(set(rd[rd.P == PS[0]]["T"])))
+        out[f"nstar_{pos}_P{int(P)}"] = ", ".join(str(int(v)) for v in g.sort_values("T").N_star)
+    out["rounds_T_P8"] = ", ".join(str(int(t)) for t in sorted(set(rd[rd.P == 8]["T"])))
     return {k: str(plain(v)) if not isinstance(v, str) else v for k, v in out.items()}
