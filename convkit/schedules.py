@@ -567,12 +567,15 @@ class AdaptiveRounds(CommSchedule):
     noise : float
         ``sigma^2``, the gradient-noise variance at ``theta*`` (``> 0``).
 
-    Refused (``ValueError``, before any position is computed): ``L > sqrt(float max)``
-    (about ``1.34e154``, where ``L^2`` overflows float64; at construction); a step with
-    ``gamma_k L > 2`` for some ``k <= n`` (the mean recursion diverges, ``e_i`` grows without
-    bound and the rule would crowd its budget into the last steps; ``gamma_k L = 2`` is
-    accepted); a clock ``tau(n)`` that is not finite in float64 (e.g. ``L dist0`` beyond
-    about ``1e154``) (both in :meth:`validate`).
+    Raises
+    ------
+    ValueError
+        Before any position is computed: ``L > sqrt(float max)`` (about ``1.34e154``, where
+        ``L^2`` overflows float64; at construction); a step with ``gamma_k L > 2`` for some
+        ``k <= n`` (the mean recursion diverges, ``e_i`` grows without bound and the rule
+        would crowd its budget into the last steps; ``gamma_k L = 2`` is accepted); a clock
+        ``tau(n)`` that is not finite in float64 (e.g. ``L dist0`` beyond about ``1e154``)
+        (both in :meth:`validate`).
     """
 
     N: int

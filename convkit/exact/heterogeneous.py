@@ -11,7 +11,7 @@ so that ``E[e_i' | past] = (I - gamma H_i) e_i + gamma w_i``: the nodes drift (f
 matter) and are no longer exchangeable. All ``H_i`` being diagonal, coordinate ``j`` of the
 first moments ``m_i = E e_i`` and of the cross-node second moments ``M_ik = E[e_i e_k^T]_jj``
 closes on itself (``P`` and ``P x P`` numbers per coordinate); with ``a_i = 1 - gamma h_i``
-(coordinate-wise):
+(coordinate-wise)::
 
     m_i'  = a_i m_i + gamma w_i,
     M_ik' = a_i a_k M_ik + gamma ((a m)_i w_k + w_i (a m)_k) + gamma^2 w_i w_k      (i != k),

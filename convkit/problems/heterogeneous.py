@@ -35,7 +35,7 @@ Second-order dissimilarity (Hessian dissimilarity). Following assumption (A2), "
 Hessian dissimilarity", of Karimireddy et al. 2020 ("SCAFFOLD: Stochastic Controlled
 Averaging for Federated Learning", ICML),
 ``||grad^2 f_i(x) - grad^2 f(x)|| <= delta`` for all ``i`` and ``x``; for these quadratics the
-Hessians are constant and the smallest such constant is
+Hessians are constant and the smallest such constant is::
 
     delta = max_i ||H_i - H||_op = max_{i, j} |h_{ij} - h_j|,
 

@@ -24,7 +24,7 @@ beta_i>``, Gaussian with means ``m_i^T theta``, ``m_i^T beta_i``, variances ``th
 theta``, ``beta_i^T S_i beta_i`` and covariance ``theta^T S_i beta_i``. Taking the expectation
 over ``y`` first, ``f_i(theta) = E[sp(a) - sigmoid(c) a]`` with ``sp(z) = log(1 + e^z)``, and,
 by Gaussian integration by parts (``E[(x - m) g(<x, t>)] = S t E[g']``, applied once or
-twice),
+twice)::
 
     f_i(theta)    = E sp(a) - m_i^T theta E sigmoid(c) - theta^T S_i beta_i E sigmoid'(c),
     grad f_i      = m_i E[sigmoid(a) - sigmoid(c)]
