@@ -473,7 +473,8 @@ def write_index(
     out : Path
         Output directory (figures are linked relative to it).
     titles, files, checks : dict
-        Per analysis: its title, its figure files (default: ``out/<name>*.png``) and its check
+        Per analysis: its title, its figure files (default: its own PNGs in ``out``,
+        :func:`own_figures`) and its check
         rows (result, setting, measured, theoretical, verdict, reason).
     mode : str
         The first paragraph: which command wrote the index and the data's mode.
@@ -496,7 +497,7 @@ def write_index(
         lines += [f"## {name}", "", titles.get(name, ""), ""]
         if runs is not None:
             lines += [_provenance_line(runs.get(name)), ""]
-        pngs = files.get(name) or [f.name for f in sorted(out.glob(f"{name}*.png"))]
+        pngs = files.get(name) or [f.name for f in own_figures(out, name, list(checks))]
         lines += [f"![{f}]({f})" for f in pngs if f.endswith(".png")]
         lines += [
             "",

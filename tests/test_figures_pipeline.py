@@ -251,3 +251,16 @@ def test_checks_only_lists_only_the_analysis_own_figures(tmp_path):
     assert "(alpha.png)" in alpha_part and "(alpha_x.png)" in alpha_part
     assert "(alpha_beta.png)" not in alpha_part
     assert "(alpha_beta.png)" in index.split("fake analysis alpha_beta")[1]
+
+
+def test_index_lists_own_figures_of_analyses_outside_the_run(tmp_path):
+    """An analysis that ``--only`` leaves out keeps its own PNGs in the index, not those of an
+    analysis whose name extends it (the index used to glob ``alpha*.png`` for it)."""
+    pkg = _fake_analyses(tmp_path, names=("alpha", "alpha_beta"))
+    out = tmp_path / "out"
+    assert _figures("--quick", "--analyses", pkg, "--out", out) == 0
+    assert _figures("--replot", "--only", "alpha_beta", "--analyses", pkg, "--out", out) == 0
+    index = (out / "index.md").read_text()
+    alpha_part = index.split("fake analysis alpha_beta")[0]
+    assert "(alpha.png)" in alpha_part
+    assert "(alpha_beta.png)" not in alpha_part
