@@ -23,6 +23,7 @@ from convkit.problems import least_squares
 from convkit.recording import record_steps
 
 sim = sys.modules["convkit.simulate"]
+memory = sys.modules["convkit._memory"]
 
 PROB = ck.LeastSquares.gaussian(d=4, seed=0)
 STEP = ck.PolyDecay(0.3, 0.75)
@@ -80,7 +81,7 @@ def test_huge_request_is_refused_before_any_allocation():
 def test_refusal_names_float32_and_memory_limit_when_the_state_is_the_problem(monkeypatch):
     """A request whose chunk state (not its recorded values) exceeds memory: the ways out are
     float32 and a smaller memory_limit."""
-    monkeypatch.setattr(sim, "available_memory", lambda backend=None: 50 * 2**20)
+    monkeypatch.setattr(memory, "available_memory", lambda backend=None: 50 * 2**20)
     prob = ck.LeastSquares.gaussian(d=200, seed=0)
     with pytest.raises(MemoryError) as info:
         ck.simulate(prob, ck.MBA(8, STEP), steps=10, replicates=2000, memory_limit=1e12)
