@@ -87,7 +87,6 @@ __all__ = [
     "exponential",
     "from_graph",
     "from_matrix",
-    "get_topology",
     "hypercube",
     "mixing_matrix",
     "one_peer_exponential",
@@ -770,34 +769,3 @@ def one_peer_exponential(n: int) -> Topology:
         G.add_edges_from((i, (i + (1 << k)) % n) for i in range(n) if (i + (1 << k)) % n != i)
         Ws.append(A)
     return Topology(f"one_peer_exponential({n})", Ws[0], G, tuple(Ws))
-
-
-_CONSTRUCTORS: dict[str, Callable[..., Topology]] = {
-    "ring": ring,
-    "torus": torus,
-    "complete": complete,
-    "star": star,
-    "path": path,
-    "hypercube": hypercube,
-    "exponential": exponential,
-    "erdos_renyi": erdos_renyi,
-    "random_regular": random_regular,
-    "edgeless": edgeless,
-    "one_peer_exponential": one_peer_exponential,
-}
-
-
-def get_topology(name: str, *args: Any, **kwargs: Any) -> Topology:
-    """Build a topology by name: ``get_topology("ring", 16)``, ``get_topology("torus", 4, 4)``.
-
-    Names: ``ring, torus, complete, star, path, hypercube, exponential, erdos_renyi,
-    random_regular, edgeless, one_peer_exponential`` (hyphens accepted for underscores).
-    """
-    key = topology_key(name)
-    check_in("topology", key, tuple(_CONSTRUCTORS))
-    return _CONSTRUCTORS[key](*args, **kwargs)
-
-
-def topology_key(name: Any) -> str:
-    """Constructor name of ``name``: case, spaces and ``-`` for ``_`` ignored (one rule)."""
-    return str(name).strip().replace("-", "_").lower()

@@ -2,7 +2,7 @@
 
 The one parser of topology specs (:func:`parse_topology_spec`), used by the decentralized
 algorithms' constructors (through :func:`topology_from_spec`) and by the sweep settings.  A spec
-is a constructor name of :func:`convkit.topology.get_topology` followed by its leading
+is a constructor name of :func:`get_topology` followed by its leading
 parameters, in order, separated by ``:`` (:data:`TOPOLOGY_SPEC_ARGS`); the other parameters
 (``weights``, ``lazy``, ...) keep their defaults, a table or an object sets them.
 """
@@ -11,11 +11,33 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
-from .topology import _CONSTRUCTORS, Topology, topology_key
+from .topology import (
+    Topology,
+    complete,
+    edgeless,
+    erdos_renyi,
+    exponential,
+    hypercube,
+    one_peer_exponential,
+    path,
+    random_regular,
+    ring,
+    star,
+    torus,
+)
+from .validation import check_in
 
-__all__ = ["TOPOLOGY_SPEC_ARGS", "TOPOLOGY_SPEC_FORMS", "parse_topology_spec", "topology_from_spec"]
+__all__ = [
+    "TOPOLOGY_SPEC_ARGS",
+    "TOPOLOGY_SPEC_FORMS",
+    "get_topology",
+    "parse_topology_spec",
+    "topology_from_spec",
+    "topology_key",
+]
 
 #: constructor name -> the parameters a string spec fills in order, with their types
 TOPOLOGY_SPEC_ARGS: dict[str, tuple[tuple[str, type], ...]] = {
@@ -87,3 +109,34 @@ def topology_from_spec(spec: Topology | str) -> Topology:
         return spec
     table = parse_topology_spec(spec)
     return _CONSTRUCTORS[table.pop("kind")](**table)
+
+
+_CONSTRUCTORS: dict[str, Callable[..., Topology]] = {
+    "ring": ring,
+    "torus": torus,
+    "complete": complete,
+    "star": star,
+    "path": path,
+    "hypercube": hypercube,
+    "exponential": exponential,
+    "erdos_renyi": erdos_renyi,
+    "random_regular": random_regular,
+    "edgeless": edgeless,
+    "one_peer_exponential": one_peer_exponential,
+}
+
+
+def get_topology(name: str, *args: Any, **kwargs: Any) -> Topology:
+    """Build a topology by name: ``get_topology("ring", 16)``, ``get_topology("torus", 4, 4)``.
+
+    Names: ``ring, torus, complete, star, path, hypercube, exponential, erdos_renyi,
+    random_regular, edgeless, one_peer_exponential`` (hyphens accepted for underscores).
+    """
+    key = topology_key(name)
+    check_in("topology", key, tuple(_CONSTRUCTORS))
+    return _CONSTRUCTORS[key](*args, **kwargs)
+
+
+def topology_key(name: Any) -> str:
+    """Constructor name of ``name``: case, spaces and ``-`` for ``_`` ignored (one rule)."""
+    return str(name).strip().replace("-", "_").lower()

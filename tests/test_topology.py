@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convkit import topology as T
+from convkit.topology_spec import get_topology
 
 EXACT = 1e-12
 
@@ -414,10 +415,10 @@ def test_negative_weight_message_names_entry():
 
 
 def test_get_topology():
-    assert T.get_topology("ring", 6).name == T.ring(6).name
-    assert T.get_topology("one-peer-exponential", 4).period == 2
+    assert get_topology("ring", 6).name == T.ring(6).name
+    assert get_topology("one-peer-exponential", 4).period == 2
     with pytest.raises(ValueError, match="topology must be one of"):
-        T.get_topology("moebius", 4)
+        get_topology("moebius", 4)
 
 
 # ------------------------------------------------------------------------ property-based

@@ -338,24 +338,18 @@ def _register_builtins() -> None:
 
 def _register_lazy() -> None:
     """Register topology, compressor and (when present) other problems and algorithms."""
-    try:
-        from convkit import topology
+    from convkit.topology_spec import _CONSTRUCTORS
 
-        for name, fn in getattr(topology, "_CONSTRUCTORS", {}).items():
-            if name not in _REGISTRY.get("topology", {}):
-                register("topology", name, fn)
-    except Exception:  # pragma: no cover - optional module being written
-        pass
-    try:
-        from convkit import compression
+    for name, fn in _CONSTRUCTORS.items():
+        if name not in _REGISTRY.get("topology", {}):
+            register("topology", name, fn)
+    from convkit.compression import COMPRESSORS
 
-        # one kind per compressor class; the aliases resolve through _RESOLVERS
-        for name, cls in getattr(compression, "COMPRESSORS", {}).items():
-            key = name.replace("-", "_")
-            if key not in _REGISTRY.get("compressor", {}):
-                register("compressor", key, cls)
-    except Exception:  # pragma: no cover - optional module being written
-        pass
+    # one kind per compressor class; the aliases resolve through _RESOLVERS
+    for name, cls in COMPRESSORS.items():
+        key = name.replace("-", "_")
+        if key not in _REGISTRY.get("compressor", {}):
+            register("compressor", key, cls)
     from convkit.algorithms.base import Algorithm
     from convkit.problems.base import Problem
 
