@@ -186,18 +186,20 @@ def adaptive_schedule(cell: Cell, N: int, prob: Any, step: Any, theta0: np.ndarr
     """:class:`convkit.schedules.AdaptiveRounds` for the cell (``mu``, ``L`` of the problem,
     ``dist0 = ||theta0 - theta*||``, noise ``sigma^2`` = trace of the gradient covariance at
     ``theta*``: ``tr H*`` for well-specified logistic regression, ``sigma^2 tr H`` for least
-    squares), or None when the library has no such schedule."""
-    cls = getattr(ck.schedules, "AdaptiveRounds", None)
-    if cls is None:
-        return None
+    squares), or None where the rule has no meaningful positions: a step with ``gamma_k L > 2``
+    (the ``C L = 4`` variation), whose mean recursion diverges
+    (:meth:`convkit.schedules.AdaptiveRounds.unstable_step`; such cells have no ``adaptive``
+    rows)."""
     if cell.problem == "logistic":
         noise = float(np.trace(prob.H_star))
         mu, L = float(prob.mu), float(prob.L)
     else:
         noise = float(prob.noise) ** 2 * float(np.sum(prob.h))
         mu, L = float(np.min(prob.h)), float(np.max(prob.h))
+    if ck.AdaptiveRounds.unstable_step(step, L, cell.n) is not None:
+        return None
     dist0 = float(np.linalg.norm(theta0 - prob.theta_star))
-    return cls(N, step, mu=mu, L=L, dist0=dist0, noise=noise)
+    return ck.AdaptiveRounds(N, step, mu=mu, L=L, dist0=dist0, noise=noise)
 
 
 def even_grid(cell: Cell) -> list[int]:

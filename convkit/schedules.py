@@ -601,20 +601,31 @@ class AdaptiveRounds(CommSchedule):
             self, "noise", check_real("noise", self.noise, low=0, low_inclusive=False)
         )
 
+    @staticmethod
+    def unstable_step(step: StepSize, L: float, n: int) -> str | None:
+        """Why the rule has no meaningful positions for ``step`` over ``n`` local steps
+        (``gamma_k L > 2`` for some ``k <= n``: the mean recursion diverges), or ``None`` when
+        every step is within the rule's domain (``gamma_k L = 2`` is accepted, with a
+        rounding slack of ``1e-12`` for steps set to exactly ``2 / L``)."""
+        g = np.asarray(step.values(n), dtype=np.float64)
+        k = int(np.argmax(g))
+        gl = float(g[k]) * float(L)
+        if gl <= 2.0 * (1.0 + 1e-12):
+            return None
+        return (
+            f"the step {step.describe()} has gamma_{k + 1} L = {gl:.6g} (gamma_{k + 1} = "
+            f"{g[k]:.6g}, L = {float(L):.6g}): with gamma L > 2 the averaged iterate diverges "
+            "and the rule has no meaningful positions; allowed: gamma_k L <= 2 for every "
+            "local step k <= n"
+        )
+
     def validate(self, n: int) -> None:
         """The budget (``N <= n``), a stable mean recursion (``gamma_k L <= 2`` for every
         ``k <= n``) and a finite clock; ``ValueError`` naming the parameter otherwise."""
         _check_budget(self.N, n)
-        g = np.asarray(self.step.values(n), dtype=np.float64)
-        k = int(np.argmax(g))
-        gl = float(g[k]) * self.L
-        if gl > 2.0 * (1.0 + 1e-12):  # rounding slack for steps set to exactly 2 / L
-            raise ValueError(
-                f"AdaptiveRounds: the step {self.step.describe()} has gamma_{k + 1} L = "
-                f"{gl:.6g} (gamma_{k + 1} = {g[k]:.6g}, L = {self.L:.6g}): with gamma L > 2 "
-                "the averaged iterate diverges and the rule has no meaningful positions; "
-                "allowed: gamma_k L <= 2 for every local step k <= n"
-            )
+        unstable = self.unstable_step(self.step, self.L, n)
+        if unstable is not None:
+            raise ValueError(f"AdaptiveRounds: {unstable}")
         with np.errstate(over="ignore", invalid="ignore"):
             finite = bool(np.isfinite(self.clock(n)[-1]))
         if not finite:
