@@ -19,6 +19,7 @@ when used):
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -55,4 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     module = importlib.import_module(f"convkit.cli.{name}")
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except BrokenPipeError:
+        # the reader closed the pipe (``convkit ... | head``): nothing more can be shown, and
+        # Python's flush of stdout at exit must not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
