@@ -27,6 +27,7 @@ from .validation import check_int
 
 __all__ = [
     "ITERATES",
+    "algorithms_meta",
     "WEIGHTED_ITERATES",
     "DivergenceWarning",
     "WeightedSums",
@@ -245,3 +246,16 @@ def store_record(arr: np.ndarray, pos: int, vals: dict, layout: Any, r0: int, r1
                 "name its extra_metrics returns in its class attribute state_metrics"
             )
         arr[pos, layout.iterates.index(it), layout.metrics.index(metric), r0:r1] = to_numpy(v)
+
+
+def algorithms_meta(algos: Sequence[Any], labels: Sequence[str], ns: Sequence[int]) -> dict:
+    """``Result.meta["algorithms"]`` of both engines: per label the algorithm's
+    ``describe()``, its local steps ``n`` and its gradients ``n P b``."""
+    return {
+        labels[i]: {
+            **a.describe(),
+            "local_steps": ns[i],
+            "gradients": ns[i] * a.workers * a.batch,
+        }
+        for i, a in enumerate(algos)
+    }

@@ -113,6 +113,7 @@ from .problems.base import GradientOracle, Problem
 from .recording import (
     DivergenceWarning,
     WeightedSums,
+    algorithms_meta,
     record_at,
     record_steps,
     resolve_weight_shift,
@@ -466,14 +467,7 @@ def simulate(
     elapsed = time.perf_counter() - t_start
     meta = {
         "problem": problem.describe(),
-        "algorithms": {
-            labels[i]: {
-                **a.describe(),
-                "local_steps": ns[i],
-                "gradients": ns[i] * a.workers * a.batch,
-            }
-            for i, a in enumerate(algos)
-        },
+        "algorithms": algorithms_meta(algos, labels, ns),
         "gradients": {"requested": gradients, "remainder": gradients_remainder},
         "replicates": R,
         "seed": seed,

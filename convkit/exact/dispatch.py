@@ -52,7 +52,13 @@ from ..algorithms.base import Algorithm, algorithm_list
 from ..algorithms.local import LocalSGD
 from ..plan import RunPlan, kernels_unavailable, plan
 from ..problems.least_squares import LeastSquares
-from ..recording import ITERATES, DivergenceWarning, record_steps, starting_point
+from ..recording import (
+    ITERATES,
+    DivergenceWarning,
+    algorithms_meta,
+    record_steps,
+    starting_point,
+)
 from ..result import FRAME_COLUMNS, ConfigValues, Result
 from ..simulate import budget_local_steps
 from ..validation import check_int, check_real
@@ -346,14 +352,7 @@ def expected_error(
             )
     meta = {
         "problem": problem.describe(),
-        "algorithms": {
-            labels[i]: {
-                **a.describe(),
-                "local_steps": ns[i],
-                "gradients": ns[i] * a.workers * a.batch,
-            }
-            for i, a in enumerate(algos)
-        },
+        "algorithms": algorithms_meta(algos, labels, ns),
         "gradients": {"requested": gradients, "remainder": gradients_remainder},
         "engine": "exact",
         "path": run_plan.describe(),

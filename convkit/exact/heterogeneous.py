@@ -60,7 +60,7 @@ import numpy as np
 from ..algorithms.base import Algorithm, algorithm_list
 from ..algorithms.local import LocalSGD, local_steps_for
 from ..problems.heterogeneous import NODE_METRICS, HeterogeneousLeastSquares
-from ..recording import record_steps, starting_point
+from ..recording import algorithms_meta, record_steps, starting_point
 from ..validation import check_int, check_real
 from .dpsgd import _params as _dpsgd_params
 from .dpsgd import is_exact_dpsgd
@@ -282,14 +282,7 @@ def expected_error_nodes(
         div[i] = dv
     meta = {
         "problem": problem.describe(),
-        "algorithms": {
-            labels[i]: {
-                **a.describe(),
-                "local_steps": ns[i],
-                "gradients": ns[i] * a.workers * a.batch,
-            }
-            for i, a in enumerate(algos)
-        },
+        "algorithms": algorithms_meta(algos, labels, ns),
         "engine": "exact",
         "path": {"path": "exact-node-moments-numpy"},
         "replicates": None,
