@@ -212,7 +212,7 @@ class _KSparse(Compressor):
         return min(d, max(1, round(self.fraction * d)))
 
     def _label(self, base: str) -> str:
-        return f"{base}(k={self.k})" if self.k is not None else f"{base}({self.fraction:g}d)"
+        return f"{base}(k={self.k})" if self.k is not None else f"{base}(fraction={self.fraction:g})"
 
 
 @dataclass(frozen=True, repr=False)
@@ -442,7 +442,7 @@ class StochasticRounding(Compressor):
 
     @property
     def name(self) -> str:  # type: ignore[override]
-        return f"stochastic-rounding(b={self.bits})"
+        return f"stochastic-rounding(bits={self.bits})"
 
     def _grid(self, x: Any, xp: Any) -> tuple[Any, Any, Any, Any]:
         levels = float(2**self.bits - 1)

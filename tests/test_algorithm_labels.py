@@ -86,3 +86,28 @@ def test_the_renamed_settings_read_as_their_arguments():
     assert "consensus_step=0.4" in choco.label and "gamma_c" not in choco.label
     scaffold = algs.SCAFFOLD(4, ck.Constant(0.1), "every:5", server_step=0.5)
     assert "server_step=0.5" in scaffold.label and "eta_g" not in scaffold.label
+
+
+@pytest.mark.parametrize(
+    "comp",
+    [
+        ck.compression.TopK(fraction=0.25),
+        ck.compression.TopK(k=3),
+        ck.compression.RandK(fraction=0.5, scaled=True),
+        ck.compression.RandK(k=2),
+        ck.compression.QSGD(s=4),
+        ck.compression.StochasticRounding(bits=8),
+    ],
+    ids=lambda c: type(c).__name__,
+)
+def test_compressor_names_use_the_constructor_arguments(comp):
+    """A compressor's name (shown inside algorithm labels) names its settings by the
+    constructor's arguments: ``top-k(fraction=0.25)``, not ``top-k(0.25d)``;
+    ``stochastic-rounding(bits=8)``, not ``(b=8)``."""
+    name = comp.name
+    params = set(inspect.signature(type(comp)).parameters)
+    inner = name[name.index("(") + 1 : name.rindex(")")]
+    for part in inner.split(","):
+        key, sep, _ = part.strip().partition("=")
+        assert sep, f"{name}: setting {part!r} is not key=value"
+        assert key in params, f"{name}: {key!r} is not an argument of {type(comp).__name__}"

@@ -231,7 +231,7 @@ def test_average_dynamics_fail_for_dcd_ecd_with_random_compressor(noniid, make):
         drive(noniid, [make(comp)], steps=10, theta0=np.ones(D), hook=hook)
         dev[comp.name] = np.array(devs)
     assert dev["identity"].max() < ATOL
-    assert dev["rand-k-scaled(0.5d)"][1:].min() > 1e-3
+    assert dev["rand-k-scaled(fraction=0.5)"][1:].min() > 1e-3
 
 
 def test_deepsqueeze_identity_compressor_is_step_then_gossip_with_W_eta(noniid):
