@@ -61,8 +61,10 @@ def _errbar(ax, x, y, se, **kw):
 
 def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
     """``err(OSA)/err(MBA) - 1`` against ``T`` (one panel per alpha, a line per ``P``) and
-    against ``P`` at each ``T`` for alpha = 0.75, with the model slopes dashed."""
-    from analyses.local_sgd_large_steps import osa_table, ratio_fit
+    against ``P`` at each ``T`` for alpha = 0.75, with the model slopes dashed through
+    the fit over the window where a power law fits (shaded;
+    :func:`analyses.local_sgd_large_steps.window_fit`)."""
+    from analyses.local_sgd_large_steps import _sci, osa_table, ratio_fit, window_fit
 
     plt = _plt()
     o = osa_table(df)
@@ -87,28 +89,36 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
                 label=f"P={P}",
             )
         m = _model(a)
-        if np.isfinite(f["intercept"]):
-            Ts = np.array([g0["T"].min(), g0["T"].max()], float)
-            T0 = float(np.exp(np.mean(np.log(g0["T"]))))
-            P0 = float(np.exp(np.mean(np.log(g0.P))))
-            y0 = np.exp(f["intercept"]) * T0 ** f["slopes"]["T"] * P0 ** f["slopes"]["P"]
+        found = window_fit(g0, "ratio_to_mba")
+        whole = f"all T: chi2/dof {f['chi2_dof']:.1f}" + ("" if f["adequate"] else ", no power law")
+        if found is not None:
+            t_min, fw = found
+            gw = g0[g0["T"] >= t_min]
+            ax.axvspan(t_min, gw["T"].max(), color="0.92", zorder=0, label="window of the fit")
+            Ts = np.array([t_min, gw["T"].max()], float)
+            T0 = float(np.exp(np.mean(np.log(gw["T"]))))
+            P0 = float(np.exp(np.mean(np.log(gw.P))))
+            y0 = np.exp(fw["intercept"]) * T0 ** fw["slopes"]["T"] * P0 ** fw["slopes"]["P"]
             ax.plot(
                 Ts,
                 y0 * (Ts / T0) ** m["ratio_T"],
                 **cp.THEORY_STYLE,
                 label="model slope 1 - 2 alpha",
             )
-            ttl = f"alpha={a}: fit T^{f['slopes']['T']:.2f} P^{f['slopes']['P']:.2f}"
-            ttl += f"\nmodel T^{m['ratio_T']:.2f} P^{m['ratio_P']:.2f}"
+            ttl = (
+                f"alpha={a}: fit over T>={_sci(t_min)}\nT^{fw['slopes']['T']:.2f} "
+                f"P^{fw['slopes']['P']:.2f} (model T^{m['ratio_T']:.2f} P^{m['ratio_P']:.2f})"
+                f"\n{whole}"
+            )
         else:
-            ttl = f"alpha={a}"
+            ttl = f"alpha={a}: no window with a power law\n{whole}"
         ax.set(
             xscale="log",
             yscale="log",
             xlabel="T (stochastic gradients, all workers)",
             ylabel="err(OSA)/err(MBA) - 1",
-            title=ttl,
         )
+        ax.set_title(ttl, fontsize=9)
     cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.3))
     ax = axes[-1]
     g0 = o[o.alpha == 0.75] if 0.75 in alphas else o[o.alpha == alphas[0]]
@@ -126,11 +136,13 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
             label=f"T={T:g}",
         )
     m = _model(a)
-    f = ratio_fit(df, a)
-    if np.isfinite(f["intercept"]):
+    found = window_fit(g0, "ratio_to_mba")
+    if found is not None:
+        t_min, f = found
+        gw = g0[g0["T"] >= t_min]
         Pp = np.array([min(Ps), max(Ps)], float)
-        T0 = float(np.exp(np.mean(np.log(g0["T"]))))
-        P0 = float(np.exp(np.mean(np.log(g0.P))))
+        T0 = float(np.exp(np.mean(np.log(gw["T"]))))
+        P0 = float(np.exp(np.mean(np.log(gw.P))))
         y0 = np.exp(f["intercept"]) * T0 ** f["slopes"]["T"] * P0 ** f["slopes"]["P"]
         ax.plot(
             Pp,
@@ -150,7 +162,7 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
     fig.suptitle(
         "Online logistic regression, d=2, ||theta*||=1, theta0=0, C L=2, gamma_k = C k^-alpha: "
         "one-shot averaging vs MBA (paired, 95 % bars; model slopes dashed, drawn through the joint "
-        "fit at the centre of the grid)",
+        "fit at the centre of the shaded window T >= T_min, the longest where a power law fits)",
         fontsize=10,
     )
     fig.tight_layout()
