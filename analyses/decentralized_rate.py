@@ -286,7 +286,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
 
     fits = fit_c2(data)
     rate = data[data.part == "rate"]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.4))
     ax = axes[0]
     palette = plt.get_cmap("viridis")
     groups = list(rate.groupby(["topology", "k", "zeta2"], sort=False))
@@ -390,6 +390,31 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     )
     ax.set_xticks([])
     legend_outside(ax, where="below", ncol=1, bbox_to_anchor=(0.5, -0.12))
+    ax = axes[3]
+    for part, marker, label in (
+        ("rate", "o", "Gaussian design (zeta^2 also raises the noise)"),
+        ("additive", "s", "additive noise (zeta^2 only biases the nodes)"),
+    ):
+        g = fit_c2(data, part)
+        g = g[(g.topology == "ring") & (g.k == 8)].sort_values("zeta2")
+        if g.empty:
+            continue
+        x = g.zeta2 + 0.25  # zeta^2 = 0 on the log axis
+        ax.errorbar(
+            x, g.C2, yerr=[g.C2 - g.C2_lo, g.C2_hi - g.C2], fmt=marker + "-",
+            color=color("DeepSqueeze"), mfc="white" if part == "additive" else None, label=label,
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="zeta^2 (axis at zeta^2 + 0.25)",
+        ylabel="C_2 (95% interval)",
+        title="C_2 against zeta^2 (ring, k = 8): the noise model decides",
+    )
+    z = np.array(sorted(set(data[data.part == "additive"].zeta2) | {0.0, 1.0, 4.0}))
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_xticks(z + 0.25, [f"{v:g}" for v in z])
+    legend_outside(ax, where="below", ncol=1, bbox_to_anchor=(0.5, -0.2))
     fig.suptitle(
         TITLE + f"; gamma_T = {C0:g} sqrt(P/T), R = {int(rate.replicates.iloc[0])}", fontsize=9
     )
