@@ -92,35 +92,55 @@ def test_figures_folder_without_analyses_is_refused(tmp_path, capsys):
     assert not out.exists()
 
 
-def _read_only_directory(tmp_path: Path) -> Path:
-    """A directory this process cannot write into (a chmod 0o555 folder; as root, where
-    permissions do not stop writes, a directory of the read-only sysfs)."""
-    folder = tmp_path / "read_only"
-    folder.mkdir()
-    folder.chmod(0o555)
-    candidates = [folder, Path("/sys/kernel")]
-    for c in candidates:
-        try:
-            with tempfile.TemporaryFile(dir=c):
-                pass
-        except OSError:
-            return c
-    pytest.skip("no directory here refuses writes")
+def _refuses_writes(folder: Path) -> bool:
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError:
+        return True
+    return False
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """A factory of directories this process cannot write into, holding the given files: a
+    chmod 0o555 folder, or, as root (whom permissions do not stop), the same folder made
+    immutable with ``chattr +i`` (undone at teardown); a directory of the read-only sysfs
+    (which holds no files of ours) as the last resort."""
+    import shutil
+    import subprocess
+
+    made: list[Path] = []
+
+    def make(files: dict[str, str] | None = None) -> Path:
+        folder = tmp_path / f"read_only{len(made)}"
+        folder.mkdir()
+        for name, text in (files or {}).items():
+            (folder / name).write_text(text)
+        folder.chmod(0o555)
+        if _refuses_writes(folder):
+            return folder
+        chattr = shutil.which("chattr")
+        if chattr and subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode == 0:
+            made.append(folder)
+            if _refuses_writes(folder):
+                return folder
+        if not files and _refuses_writes(Path("/sys/kernel")):
+            return Path("/sys/kernel")
+        pytest.skip("no directory here refuses writes")
+
+    yield make
+    for folder in made:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
 
 
 @pytest.mark.parametrize("mode", [[], ["--checks-only"], ["--replot"]])
-def test_figures_unwritable_out_is_one_line(tmp_path, capsys, mode):
+def test_figures_unwritable_out_is_one_line(tmp_path, capsys, mode, read_only_dir):
     """A read-only --out ended in tracebacks (or exit 1 after running); now one line, exit
-    2, before any analysis runs."""
+    2, before any analysis runs (--checks-only/--replot: with the data they read there)."""
     pkg = _analyses(tmp_path)
-    out = _read_only_directory(tmp_path)
-    if mode and out.parent == tmp_path:  # give --checks-only/--replot the data they read
-        out.chmod(0o755)
-        for n in ("alpha", "beta"):
-            (out / f"{n}.csv").write_text("x,y\n1,1.0\n2,3.0\n")
-        out.chmod(0o555)
-    elif mode:
-        pytest.skip("sysfs holds no analysis data")
+    data = {f"{n}.csv": "x,y\n1,1.0\n2,3.0\n" for n in ("alpha", "beta")} if mode else None
+    out = read_only_dir(data)
     argv = ["figures", *mode, "--analyses", str(pkg), "--out", str(out)]
     assert _code(argv) == 2
     line = _one_error_line(capsys)
@@ -162,7 +182,7 @@ def test_sweep_option_errors_are_one_line(tmp_path, capsys):
     assert "--out" in line and "(see convkit sweep --help)" in line
 
 
-def test_sweep_unwritable_out_is_one_line(tmp_path, capsys):
+def test_sweep_unwritable_out_is_one_line(tmp_path, capsys, read_only_dir):
     """`convkit sweep --out` into a read-only folder (or under a file) ended in a traceback."""
     from sweep_helpers import tiny_spec
 
@@ -175,7 +195,7 @@ def test_sweep_unwritable_out_is_one_line(tmp_path, capsys):
     )
     blocker = tmp_path / "file"
     blocker.write_text("")
-    for out in (blocker / "out", _read_only_directory(tmp_path) / "out"):
+    for out in (blocker / "out", read_only_dir() / "out"):
         assert _code(["sweep", str(spec), "--out", str(out), "--quiet"]) == 2
         assert f"cannot write into the output directory {out}" in _one_error_line(capsys)
     with pytest.raises(sw.SweepOutputError, match="cannot write into the output directory"):
