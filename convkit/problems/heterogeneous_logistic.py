@@ -86,13 +86,12 @@ from typing import Any
 
 import numpy as np
 
-from .._logistic_kernels import logistic_sgd_update
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_int, check_real
 from .base import Problem
 from .heterogeneous import NODE_METRICS, node_spectra
 from .least_squares import spectrum as _spectrum
-from .logistic import LogisticBatch, bernoulli_kl_logits, sigmoid
+from .logistic import LogisticBatch, LogisticSteps, bernoulli_kl_logits, labelled_batch, sigmoid
 
 __all__ = ["HeterogeneousLogistic"]
 
@@ -125,7 +124,7 @@ def _sigmoid_derivatives(t: np.ndarray) -> tuple[np.ndarray, ...]:
     return s, d1, d1 * (q - s), d1 * (1.0 - 6.0 * d1)
 
 
-class HeterogeneousLogistic(Problem):
+class HeterogeneousLogistic(LogisticSteps, Problem):
     """Logistic regression with node data distributions (module docstring).
 
     Parameters
@@ -385,24 +384,7 @@ class HeterogeneousLogistic(Problem):
             self.means[:, None, :], dtype=dt
         )
         t = xp.sum(x * xp.asarray(self.label_params[:, None, :], dtype=dt), axis=-1)
-        u = stream.uniform((R, P, b))
-        y = xp.where(u < sigmoid(t), 1.0, -1.0)
-        return LogisticBatch(x, xp.astype(y, dt) if hasattr(xp, "astype") else y)
-
-    def stochastic_grad(self, theta: Any, batch: LogisticBatch) -> Any:
-        """``(1/b) sum_j -y_j sigmoid(-y_j <x_j, theta_i>) x_j`` on node ``i`` (axis 1)."""
-        x, y = batch.x, batch.y
-        b = x.shape[-2]
-        margin = (x @ theta[..., :, None])[..., 0] * y
-        c = -y * sigmoid(-margin)
-        return (c[..., None, :] @ x)[..., 0, :] / b
-
-    def sgd_update(self, theta: Any, batch: LogisticBatch, gamma: float, mean: Any = None) -> Any:
-        """In place SGD step (the compiled logistic step of :mod:`convkit._logistic_kernels`
-        when it can run)."""
-        if type(theta) is np.ndarray and logistic_sgd_update(theta, batch.x, batch.y, gamma, mean):
-            return theta
-        return super().sgd_update(theta, batch, gamma, mean)
+        return labelled_batch(stream, x, t)
 
     # ------------------------------------------------------------------ objective
     def _prepare_excess(self) -> None:

@@ -64,7 +64,14 @@ from .base import Problem
 from .least_squares import _random_orthogonal, covariance
 from .least_squares import spectrum as _spectrum_of
 
-__all__ = ["LogisticBatch", "LogisticRegression", "bernoulli_kl_logits", "sigmoid"]
+__all__ = [
+    "LogisticBatch",
+    "LogisticRegression",
+    "LogisticSteps",
+    "bernoulli_kl_logits",
+    "labelled_batch",
+    "sigmoid",
+]
 
 
 def sigmoid(z: Any) -> Any:
@@ -116,7 +123,40 @@ class LogisticBatch:
     y: Any
 
 
-class LogisticRegression(Problem):
+def labelled_batch(stream: RandomStream, x: Any, t: Any) -> LogisticBatch:
+    """The batch of features ``x`` (R, P, b, d) with labels ``y = +1`` with probability
+    ``sigmoid(t)``, else -1 (one uniform draw per sample from ``stream``)."""
+    xp, dt = stream.xp, stream.dtype
+    u = stream.uniform(tuple(t.shape))
+    y = xp.where(u < sigmoid(t), 1.0, -1.0)
+    return LogisticBatch(x, xp.astype(y, dt) if hasattr(xp, "astype") else y)
+
+
+class LogisticSteps:
+    """The logistic loss's stochastic gradient and SGD step, shared by the logistic problems
+    (:class:`LogisticRegression`, :class:`convkit.problems.HeterogeneousLogistic`): a mixin
+    placed before :class:`~convkit.problems.base.Problem` in the bases."""
+
+    def stochastic_grad(self, theta: Any, batch: LogisticBatch) -> Any:
+        """``(1/b) sum_j -y_j sigmoid(-y_j <x_j, theta>) x_j`` (shape (R, P, d); each worker
+        ``p`` on its own samples, axis 1)."""
+        x, y = batch.x, batch.y
+        b = x.shape[-2]
+        margin = (x @ theta[..., :, None])[..., 0] * y  # (R, P, b)
+        c = -y * sigmoid(-margin)
+        return (c[..., None, :] @ x)[..., 0, :] / b
+
+    def sgd_update(self, theta: Any, batch: LogisticBatch, gamma: float, mean: Any = None) -> Any:
+        """In place ``theta -= gamma * stochastic_grad(theta, batch)``; one fused pass through
+        the numba kernel of :mod:`convkit._logistic_kernels` for NumPy arrays when available
+        (the generic path otherwise).  If ``mean`` (R, d) is given it receives the workers'
+        mean of the updated ``theta``."""
+        if type(theta) is np.ndarray and logistic_sgd_update(theta, batch.x, batch.y, gamma, mean):
+            return theta
+        return super().sgd_update(theta, batch, gamma, mean)  # type: ignore[misc]
+
+
+class LogisticRegression(LogisticSteps, Problem):
     """Online well-specified logistic regression, ``x ~ N(0, H)`` (see the module docstring).
 
     Build with :meth:`gaussian`.
@@ -287,26 +327,7 @@ class LogisticRegression(Problem):
         xp, dt = stream.xp, stream.dtype
         x = self._features(stream, (R, P, b))
         t = x @ self._on(xp, "theta_star", dt)
-        u = stream.uniform((R, P, b))
-        y = xp.where(u < sigmoid(t), 1.0, -1.0)
-        return LogisticBatch(x, xp.astype(y, dt) if hasattr(xp, "astype") else y)
-
-    def stochastic_grad(self, theta: Any, batch: LogisticBatch) -> Any:
-        """``(1/b) sum_j -y_j sigmoid(-y_j <x_j, theta>) x_j`` (shape (R, P, d))."""
-        x, y = batch.x, batch.y
-        b = x.shape[-2]
-        margin = (x @ theta[..., :, None])[..., 0] * y  # (R, P, b)
-        c = -y * sigmoid(-margin)
-        return (c[..., None, :] @ x)[..., 0, :] / b
-
-    def sgd_update(self, theta: Any, batch: LogisticBatch, gamma: float, mean: Any = None) -> Any:
-        """In place ``theta -= gamma * stochastic_grad(theta, batch)``; one fused pass through
-        the numba kernel of :mod:`convkit._logistic_kernels` for NumPy arrays when available
-        (the generic path otherwise).  If ``mean`` (R, d) is given it receives the workers'
-        mean of the updated ``theta``."""
-        if type(theta) is np.ndarray and logistic_sgd_update(theta, batch.x, batch.y, gamma, mean):
-            return theta
-        return super().sgd_update(theta, batch, gamma, mean)
+        return labelled_batch(stream, x, t)
 
     # ------------------------------------------------------------------ objective
     def _pair_moments(self, eta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
