@@ -196,6 +196,22 @@ class _Run:
 GRADIENTS_REMAINDER = ("error", "floor")
 
 
+def local_steps_of(
+    algos: Sequence[Algorithm],
+    gradients: int | None,
+    steps: int | None,
+    remainder: str = "error",
+) -> list[int]:
+    """Local steps ``n`` of each algorithm of an engine call: ``steps`` for all, or the
+    budget ``gradients`` split by each one's ``P b`` (:func:`budget_local_steps`); exactly one
+    of the two must be given (``ValueError`` otherwise)."""
+    if (gradients is None) == (steps is None):
+        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
+    if steps is not None:
+        return [check_int("steps", steps, low=1)] * len(algos)
+    return [budget_local_steps(gradients, a.workers, a.batch, remainder) for a in algos]
+
+
 def budget_local_steps(
     gradients: int, workers: int, batch: int = 1, remainder: str = "error"
 ) -> int:
@@ -360,12 +376,7 @@ def simulate(
     tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
     check_real("memory_limit", memory_limit, low=0, low_inclusive=False)
     check_real("divergence_factor", divergence_factor, low=1)
-    if (gradients is None) == (steps is None):
-        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
-    if steps is not None:
-        ns = [check_int("steps", steps, low=1)] * len(algos)
-    else:
-        ns = [budget_local_steps(gradients, a.workers, a.batch, gradients_remainder) for a in algos]
+    ns = local_steps_of(algos, gradients, steps, gradients_remainder)
     n_max = max(ns)
     recs = [record_steps(n, n_record, record, n_max=n_max) for n in ns]
     be = get_backend(backend, dtype)

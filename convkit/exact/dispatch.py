@@ -60,8 +60,8 @@ from ..recording import (
     starting_point,
 )
 from ..result import FRAME_COLUMNS, ConfigValues, Result
-from ..simulate import budget_local_steps
-from ..validation import check_int, check_real
+from ..simulate import local_steps_of
+from ..validation import check_real
 from .compressed import compressed_curves, is_exact_compressed
 from .dpsgd import dpsgd_curves, is_exact_dpsgd
 from .local import local_curves, local_specs
@@ -268,12 +268,7 @@ def expected_error(
     labels = [a.label for a in algos]
     tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
     check_real("divergence_factor", divergence_factor, low=1)
-    if (gradients is None) == (steps is None):
-        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
-    if steps is not None:
-        ns = [check_int("steps", steps, low=1)] * len(algos)
-    else:
-        ns = [budget_local_steps(gradients, a.workers, a.batch, gradients_remainder) for a in algos]
+    ns = local_steps_of(algos, gradients, steps, gradients_remainder)
     h, z2, sigma2 = problem_arrays(problem, theta0)  # checks the problem first
     threshold = divergence_factor * max(float(z2.sum()), 1.0)
     recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]

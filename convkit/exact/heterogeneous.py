@@ -58,10 +58,11 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.base import Algorithm, algorithm_list
-from ..algorithms.local import LocalSGD, local_steps_for
+from ..algorithms.local import LocalSGD
 from ..problems.heterogeneous import NODE_METRICS, HeterogeneousLeastSquares
 from ..recording import algorithms_meta, record_steps, starting_point
-from ..validation import check_int, check_real
+from ..simulate import local_steps_of
+from ..validation import check_real
 from .dpsgd import _params as _dpsgd_params
 from .dpsgd import is_exact_dpsgd
 from .local import LocalSpec, local_specs
@@ -261,12 +262,7 @@ def expected_error_nodes(
     labels = [a.label for a in algos]
     tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
     check_real("divergence_factor", divergence_factor, low=1)
-    if (gradients is None) == (steps is None):
-        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
-    if steps is not None:
-        ns = [check_int("steps", steps, low=1)] * len(algos)
-    else:
-        ns = [local_steps_for(gradients, a.workers, a.batch) for a in algos]
+    ns = local_steps_of(algos, gradients, steps)
     e0 = starting_point(theta0, problem.d) - problem.theta_star
     threshold = divergence_factor * max(float(e0 @ e0), 1.0)
     recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
