@@ -49,19 +49,16 @@ def test_every_step_is_mba_on_a_heterogeneous_problem():
 
 
 @pytest.mark.parametrize("compiled", [False, True])
-def test_first_round_is_local_sgd(compiled, monkeypatch):
+def test_first_round_is_local_sgd(compiled):
     """Before the first round ends c = c_i = 0, and g - 0 + 0 = g in floating point: the same
     iterates as Local-SGD through the first averaging (step 10), then different ones. Bit for
     bit when Local-SGD takes the generic step; to rounding when it takes the problem's
     compiled node step (which reassociates the sums)."""
-    from convkit.problems import _heterogeneous_kernel as hk
-
-    if not compiled:
-        monkeypatch.setattr(hk, "_COMPILED", None)
     prob = _node_problem()
     step = ck.PolyDecay(0.3, 0.5)
-    sc, ls = _trajectories(prob, [SCAFFOLD(4, step, comm="every:10"),
-                                  ck.LocalSGD(4, step, comm="every:10")], 20)  # fmt: skip
+    with ck.kernels(enabled=compiled):  # off: Local-SGD takes the generic step
+        sc, ls = _trajectories(prob, [SCAFFOLD(4, step, comm="every:10"),
+                                      ck.LocalSGD(4, step, comm="every:10")], 20)  # fmt: skip
     if compiled:
         np.testing.assert_allclose(sc[:10], ls[:10], rtol=0, atol=1e-13)
     else:
