@@ -60,7 +60,7 @@ def _cells(quick: bool) -> list[cells.Cell]:
 
 def run(quick: bool = False, cell_list: list[cells.Cell] | None = None) -> pd.DataFrame:
     """Rows of every cell (columns exactly :data:`analyses._local_sgd_cells.COLUMNS`;
-    schedules ``mba, osa, even, quadratic, geometric, adaptive, best``)."""
+    schedules ``mba, osa, even, quadratic, geometric, drift_clock, best``)."""
     df = cells.cells_frame(cell_list if cell_list is not None else _cells(quick))
     df = df[df.schedule.isin(cells.SCHEDULES)]
     return df[cells.COLUMNS].reset_index(drop=True)

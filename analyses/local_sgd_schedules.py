@@ -10,13 +10,15 @@ logistic regression (d = 2, h = (1, 1), ``||theta*|| = 1``, ``theta0 = 0``, ``C 
 * ``quadratic`` ``ceil(n (j/N)^2)``, ``power`` ``ceil(n (j/N)^p)`` with ``p`` in {3, 4},
   ``geometric`` ``ceil(n^(j/N))`` (duplicates removed: its actual rounds ``rounds < N`` when
   ``n^(1/N)`` is close to 1);
-* ``adaptive``: :class:`convkit.schedules.AdaptiveRounds` (rounds at equal increments of the
-  clock ``sum gamma_k sqrt(sigma^2 + L^2 e_k^2)``; derivation in its docstring);
+* ``drift_clock``: :class:`convkit.schedules.DriftClockRounds` (rounds fixed before the run at
+  equal increments of the clock ``sum gamma_k sqrt(sigma^2 + L^2 e_k^2)``, computed from
+  ``mu``, ``L``, ``sigma^2`` and ``||theta0 - theta*||``; not adaptive: it reads no iterate;
+  derivation in its docstring);
 * ``best``: the power ``p`` in {1, 2, 3, 4} with the smallest error, chosen on the even-numbered
   replicates and reported on the odd-numbered ones (logistic; no selection bias, half the
   replicates); least squares: the exact best ``p`` on a grid 0.5, 1, ..., 6 (only ``best`` and
   the integer powers 2, 3, 4 of that search are kept in the CSV).  ``best`` is the best of the
-  power family, not of all position sets: the adaptive rule can beat it.
+  power family, not of all position sets: the drift-clock rule can beat it.
 
 ``ratio_to_even = err(family)/err(even)`` is paired (same replicates; delta-method SE).  A
 family *beats* even spacing in a ``(cell, N)`` pair when ``1 - ratio_to_even > 2 SE`` (least
@@ -37,12 +39,12 @@ from convkit import verdicts as V
 
 TITLE = (
     "Growing gaps vs evenly spaced rounds at equal N (logistic C L = 2 and least squares): "
-    "quadratic, power, geometric, adaptive and best-power schedules"
+    "quadratic, power, geometric, drift-clock and best-power schedules"
 )
 #: simulated after the large-step study, whose cells (the base grid, and the least-squares
 #: contrast) this one reads from the cell cache
 AFTER = ("local_sgd_large_steps",)
-FAMILIES = ("quadratic", "power3", "power4", "geometric", "adaptive", "best")
+FAMILIES = ("quadratic", "power3", "power4", "geometric", "drift_clock", "best")
 KEYS = ["problem", "d", "theta_norm", "CL", "alpha", "T", "P", "n"]
 OUT_COLUMNS = KEYS + [
     "family",

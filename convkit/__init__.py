@@ -35,9 +35,9 @@ from .problems import (
 from .recording import WEIGHTED_ITERATES
 from .result import Result
 from .schedules import (
-    AdaptiveRounds,
     At,
     Constant,
+    DriftClockRounds,
     Every,
     EveryStep,
     Final,
@@ -65,12 +65,12 @@ __all__ = [
     "MBA",
     "OSA",
     "WEIGHTED_ITERATES",
-    "AdaptiveRounds",
     "Algorithm",
     "At",
     "Backend",
     "Constant",
     "DivergenceWarning",
+    "DriftClockRounds",
     "Every",
     "EveryStep",
     "Final",

@@ -33,7 +33,7 @@ ALGORITHM_COLORS: dict[str, str] = {
     "quadratic": "#fb9a29",
     "geometric": "#6a3d9a",
     "power": "#b2df8a",
-    "adaptive": "#b15928",
+    "drift_clock": "#b15928",
     "best": "#006d2c",
     "sqrt_pt": "#7f7f7f",
 }
@@ -59,6 +59,7 @@ _ALIASES: dict[str, str] = {
     "final": "osa",
     "rounds": "even",
     "sqrt-pt": "sqrt_pt",
+    "drift-clock": "drift_clock",
 }
 
 #: Style of a theoretical curve or bound: black, dashed, drawn above the data.

@@ -346,7 +346,7 @@ def best_rounds_exact(
     max_evals : int
         Budget of exact evaluations of the coordinate moves.
     extra : mapping, optional
-        Further schedules (name -> schedule) whose errors are reported (e.g. the adaptive rule).
+        Further schedules (name -> schedule) whose errors are reported (e.g. the drift-clock rule).
 
     Returns
     -------

@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 from .schedules import (
-    AdaptiveRounds,
     At,
     CommSchedule,
+    DriftClockRounds,
     Every,
     EveryStep,
     Final,
@@ -50,7 +50,7 @@ COMM_KINDS: dict[str, tuple[Any, tuple[tuple[str, type], ...] | None]] = {
     "polynomial": (Polynomial, (("power", float), ("scale", float))),
     "power_rounds": (PowerRounds, (("N", int), ("p", float))),
     "geometric_rounds": (GeometricRounds, (("N", int),)),
-    "adaptive_rounds": (AdaptiveRounds, None),
+    "drift_clock_rounds": (DriftClockRounds, None),
 }
 
 #: The other names users may write, resolved through this table only: alias -> (canonical

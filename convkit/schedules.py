@@ -40,8 +40,10 @@ actual number of distinct rounds, at most ``N``; ``N <= n`` required, as for ``R
 * :class:`PowerRounds`: round ``j`` after step ``ceil(n (j/N)^p)`` (``p = 1``: even, the
   positions of ``Rounds(N)``; ``p = 2``: :func:`QuadraticRounds`);
 * :class:`GeometricRounds`: round ``j`` after step ``ceil(n^(j/N))``;
-* :class:`AdaptiveRounds`: positions from convkit's bias/variance balance (derived here; the
-  rule and its derivation are in its docstring).
+* :class:`DriftClockRounds`: positions fixed before the run at equal increments of a
+  step-size/drift clock computed from ``mu``, ``L``, ``sigma^2`` and ``||theta0 - theta*||``
+  (not adaptive: it reads no iterate; the rule and its derivation, a bias/variance balance
+  derived here, are in its docstring).
 """
 
 from __future__ import annotations
@@ -56,10 +58,10 @@ import numpy as np
 from .validation import check_int, check_real
 
 __all__ = [
-    "AdaptiveRounds",
     "At",
     "CommSchedule",
     "Constant",
+    "DriftClockRounds",
     "Every",
     "EveryStep",
     "Final",
@@ -508,13 +510,18 @@ class GeometricRounds(CommSchedule):
 
 
 #: ``sqrt`` of the largest float64: the largest ``L`` whose square
-#: :class:`AdaptiveRounds` can form.
+#: :class:`DriftClockRounds` can form.
 _SQRT_FLOAT_MAX = math.sqrt(np.finfo(np.float64).max)
 
 
 @dataclass(frozen=True)
-class AdaptiveRounds(CommSchedule):
-    r"""A budget of ``N`` rounds placed where the workers drift apart fastest (derived here).
+class DriftClockRounds(CommSchedule):
+    r"""A budget of ``N`` rounds fixed before the run by a step-size/drift clock (derived here).
+
+    Not adaptive: the positions are computed once from ``mu``, ``L``, the noise ``sigma^2``,
+    the step sizes and ``dist0 = ||theta0 - theta*||`` (so ``theta*`` must be known), and
+    nothing is decided from the iterates of the run.  The clock puts the rounds where the
+    workers are expected to drift apart fastest.
 
     Rule
     ----
@@ -593,7 +600,7 @@ class AdaptiveRounds(CommSchedule):
         object.__setattr__(self, "L", check_real("L (must be >= mu)", self.L, low=self.mu))
         if self.L > _SQRT_FLOAT_MAX:
             raise ValueError(
-                f"AdaptiveRounds: L = {self.L:.6g} is too large: the clock uses L**2, which "
+                f"DriftClockRounds: L = {self.L:.6g} is too large: the clock uses L**2, which "
                 f"overflows float64; allowed: mu <= L <= {_SQRT_FLOAT_MAX:.4g}"
             )
         object.__setattr__(self, "dist0", check_real("dist0", self.dist0, low=0))
@@ -625,12 +632,12 @@ class AdaptiveRounds(CommSchedule):
         _check_budget(self.N, n)
         unstable = self.unstable_step(self.step, self.L, n)
         if unstable is not None:
-            raise ValueError(f"AdaptiveRounds: {unstable}")
+            raise ValueError(f"DriftClockRounds: {unstable}")
         with np.errstate(over="ignore", invalid="ignore"):
             finite = bool(np.isfinite(self.clock(n)[-1]))
         if not finite:
             raise ValueError(
-                f"AdaptiveRounds: the clock tau(n) is not finite in float64 (L = {self.L:.6g}, "
+                f"DriftClockRounds: the clock tau(n) is not finite in float64 (L = {self.L:.6g}, "
                 f"dist0 = {self.dist0:.6g}, noise = {self.noise:.6g}, n = {n}): "
                 "sigma^2 + L^2 dist0^2 overflows; allowed: L dist0 and sqrt(noise) below "
                 "about 1e154"
@@ -656,7 +663,7 @@ class AdaptiveRounds(CommSchedule):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "kind": "adaptive_rounds",
+            "kind": "drift_clock_rounds",
             "N": self.N,
             "step": self.step.describe(),
             "mu": self.mu,

@@ -151,7 +151,8 @@ def test_analyses_run_columns_and_checks(tmp_path):
     df = _roundtrip(ls.run(quick=True, cell_list=lst), tmp_path, "ls")
     assert list(df.columns) == cells.COLUMNS
     assert set(df.schedule) <= set(cells.SCHEDULES)
-    assert {"mba", "osa", "even", "quadratic", "geometric", "adaptive", "best"} <= set(df.schedule)
+    every_schedule = {"mba", "osa", "even", "quadratic", "geometric", "drift_clock", "best"}
+    assert every_schedule <= set(df.schedule)
     assert set(df.problem) == {"logistic", "least_squares"}
     mba = df[df.schedule == "mba"]
     assert (mba.ratio_to_mba == 1.0).all() and (mba.N == mba.n).all()
@@ -215,3 +216,15 @@ def test_vectorized_crossings_match_find_threshold():
         th = find_threshold(N, draws[b], np.zeros(6), eps=0.1, mode="ratio")
         ref = th.estimate if th.estimate is not None else N[-1]
         assert est[b] == pytest.approx(ref, rel=1e-12)
+
+
+def test_every_schedule_label_has_its_palette_colour():
+    """Each schedule label of the cells and each family of the schedules figure (``power<p>``
+    drawn as ``power``) is a key of the palette, so no curve falls back to an anonymous grey
+    (the ``drift_clock`` label is drawn in the colour its rule had before its rename)."""
+    from convkit import plotting as cp
+
+    families = {"power" if f.startswith("power") else f for f in sch.FAMILIES}
+    for label in set(cells.SCHEDULES) | families:
+        assert cp.canonical(label) in cp.ALGORITHM_COLORS, label
+    assert cp.color("drift_clock") == cp.color("drift-clock") == "#b15928"

@@ -1,5 +1,5 @@
 """Nonsense inputs get a clear error, never a plausible answer: an unstable step in the
-best-schedule search, an unstable or unrepresentable AdaptiveRounds, a huge weight shift,
+best-schedule search, an unstable or unrepresentable DriftClockRounds, a huge weight shift,
 fractional record steps."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import convkit as ck
 from convkit.recording import WeightedSums, record_steps
 from convkit.schedule_search import best_rounds_exact, brute_force_rounds
-from convkit.schedules import AdaptiveRounds, Constant, PolyDecay
+from convkit.schedules import Constant, DriftClockRounds, PolyDecay
 
 LS = ck.LeastSquares.gaussian(2, "flat", 1.0, seed=0)
 
@@ -35,35 +35,35 @@ def test_best_rounds_exact_still_answers_for_a_stable_step():
     assert np.isfinite(best.error) and best.positions[-1] == 40 and len(best.positions) == 4
 
 
-# ------------------------------------------------------------------ AdaptiveRounds
-def test_adaptive_rounds_refuses_an_unstable_mean_recursion():
+# ------------------------------------------------------------------ DriftClockRounds
+def test_drift_clock_rounds_refuses_an_unstable_mean_recursion():
     # gamma L = 0.5 * 5 = 2.5 > 2: the averaged iterate diverges, and the rule used to
     # crowd its budget of 10 rounds into the last few steps
-    sched = AdaptiveRounds(10, Constant(0.5), mu=0.1, L=5.0, dist0=1.0, noise=1.0)
+    sched = DriftClockRounds(10, Constant(0.5), mu=0.1, L=5.0, dist0=1.0, noise=1.0)
     with pytest.raises(ValueError, match=r"gamma_1 L = 2\.5.*allowed.*<= 2"):
         sched.steps(100)
     # a decreasing step whose first steps are too large is refused as well, naming the step
-    sched = AdaptiveRounds(10, PolyDecay(1.0, 0.5), mu=0.1, L=5.0, dist0=1.0, noise=1.0)
+    sched = DriftClockRounds(10, PolyDecay(1.0, 0.5), mu=0.1, L=5.0, dist0=1.0, noise=1.0)
     with pytest.raises(ValueError, match=r"gamma_1 L = 5"):
         sched.steps(100)
 
 
-def test_adaptive_rounds_accepts_gamma_l_equal_to_two():
+def test_drift_clock_rounds_accepts_gamma_l_equal_to_two():
     # C L = 2 exactly (the large-step cells of the schedule study): |1 - gamma L| = 1, stable
     L = 3.7
-    pos = AdaptiveRounds(10, PolyDecay(2.0 / L, 0.75), mu=0.5, L=L, dist0=1.0, noise=1.0)
+    pos = DriftClockRounds(10, PolyDecay(2.0 / L, 0.75), mu=0.5, L=L, dist0=1.0, noise=1.0)
     assert pos.rounds(1000) >= 9
 
 
-def test_adaptive_rounds_refuses_unrepresentable_constants_up_front():
+def test_drift_clock_rounds_refuses_unrepresentable_constants_up_front():
     # L**2 overflowed float64 inside the clock (OverflowError); now the constructor says why
     with pytest.raises(ValueError, match=r"L.*1e\+300.*L\*\*2.*float64.*<= 1\.3"):
-        AdaptiveRounds(10, Constant(1e-301), mu=1e-300, L=1e300, dist0=1.0, noise=1.0)
+        DriftClockRounds(10, Constant(1e-301), mu=1e-300, L=1e300, dist0=1.0, noise=1.0)
 
 
-def test_adaptive_rounds_refuses_a_clock_that_overflows():
+def test_drift_clock_rounds_refuses_a_clock_that_overflows():
     # L dist0 = 1e300: L^2 e^2 is not representable
-    sched = AdaptiveRounds(10, Constant(1e-160), mu=1e-150, L=1e150, dist0=1e150, noise=1.0)
+    sched = DriftClockRounds(10, Constant(1e-160), mu=1e-150, L=1e150, dist0=1e150, noise=1.0)
     with pytest.raises(ValueError, match=r"clock.*not finite.*dist0"):
         sched.steps(100)
 

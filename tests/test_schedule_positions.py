@@ -1,5 +1,5 @@
 """Position forms of the communication schedules: PowerRounds, QuadraticRounds,
-GeometricRounds, AdaptiveRounds (positions as stated, duplicates, last step, validation)."""
+GeometricRounds, DriftClockRounds (positions as stated, duplicates, last step, validation)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from convkit.schedule_spec import comm_from_spec
 from convkit.schedules import (
-    AdaptiveRounds,
     Constant,
+    DriftClockRounds,
     GeometricRounds,
     PolyDecay,
     PowerRounds,
@@ -117,11 +117,11 @@ def test_invalid_parameters_named():
     with pytest.raises(ValueError, match=r"N \(rounds\)"):
         GeometricRounds(0)
     with pytest.raises(TypeError, match="step must be a StepSize"):
-        AdaptiveRounds(3, 0.1, mu=1.0, L=1.0, dist0=1.0, noise=1.0)
+        DriftClockRounds(3, 0.1, mu=1.0, L=1.0, dist0=1.0, noise=1.0)
     with pytest.raises(ValueError, match="L"):
-        AdaptiveRounds(3, Constant(0.1), mu=1.0, L=0.5, dist0=1.0, noise=1.0)
+        DriftClockRounds(3, Constant(0.1), mu=1.0, L=0.5, dist0=1.0, noise=1.0)
     with pytest.raises(ValueError, match="noise"):
-        AdaptiveRounds(3, Constant(0.1), mu=1.0, L=1.0, dist0=1.0, noise=0.0)
+        DriftClockRounds(3, Constant(0.1), mu=1.0, L=1.0, dist0=1.0, noise=0.0)
 
 
 def test_labels_and_specs():
@@ -134,9 +134,9 @@ def test_labels_and_specs():
         comm_from_spec("power:5")
 
 
-def test_adaptive_rule_equal_clock_increments():
+def test_drift_clock_rule_equal_clock_increments():
     step = PolyDecay(4.0, 0.75)
-    sched = AdaptiveRounds(10, step, mu=0.3, L=0.5, dist0=1.0, noise=0.25)
+    sched = DriftClockRounds(10, step, mu=0.3, L=0.5, dist0=1.0, noise=0.25)
     n = 10_000
     tau = sched.clock(n)
     g = step.values(n)
@@ -149,10 +149,10 @@ def test_adaptive_rule_equal_clock_increments():
         assert k == 1 or tau[k - 2] < j * tau[-1] / 10 * (1 - 1e-12)
 
 
-def test_adaptive_denser_early_when_far_and_power_law_near():
+def test_drift_clock_denser_early_when_far_and_power_law_near():
     step = PolyDecay(4.0, 0.75)
-    near = AdaptiveRounds(10, step, mu=0.3, L=0.5, dist0=0.0, noise=0.25).steps(10_000)
-    far = AdaptiveRounds(10, step, mu=0.3, L=0.5, dist0=3.0, noise=0.25).steps(10_000)
+    near = DriftClockRounds(10, step, mu=0.3, L=0.5, dist0=0.0, noise=0.25).steps(10_000)
+    far = DriftClockRounds(10, step, mu=0.3, L=0.5, dist0=3.0, noise=0.25).steps(10_000)
     assert np.all(far[:-1] <= near[:-1]) and far[0] < near[0]
     # at theta* the clock is sqrt(sigma^2) sum gamma: round j at the first k whose partial
     # sum of the steps reaches j / N of the total
@@ -161,3 +161,22 @@ def test_adaptive_denser_early_when_far_and_power_law_near():
     ref = [int(np.searchsorted(cs, j / 10 * cs[-1] * (1 - 1e-12))) + 1 for j in range(1, 11)]
     ref[-1] = 10_000
     np.testing.assert_array_equal(near, ref)
+
+
+def test_drift_clock_rounds_is_the_one_name_of_the_clock_schedule():
+    """The rule places its rounds before the run by a deterministic clock and reads no
+    iterate, so it is not called adaptive: one name, ``DriftClockRounds``, in the package,
+    its ``__all__``, the schedules module and the table of schedule kinds; no alias."""
+    import convkit
+    import convkit.schedules as schedules
+    from convkit.schedule_spec import COMM_KINDS, resolve_comm_kind
+
+    assert "DriftClockRounds" in convkit.__all__ and "DriftClockRounds" in schedules.__all__
+    assert convkit.DriftClockRounds is schedules.DriftClockRounds
+    for module in (convkit, schedules):
+        assert "AdaptiveRounds" not in module.__all__
+        assert not hasattr(module, "AdaptiveRounds")
+    assert COMM_KINDS["drift_clock_rounds"][0] is schedules.DriftClockRounds
+    assert resolve_comm_kind("drift-clock-rounds") == ("drift_clock_rounds", {})
+    for old in ("adaptive_rounds", "adaptive-rounds", "adaptive"):
+        assert resolve_comm_kind(old) is None

@@ -18,7 +18,7 @@ from convkit.schedule_search import (
     exact_pr_errors,
     paired_ratio,
 )
-from convkit.schedules import AdaptiveRounds, GeometricRounds, PowerRounds, QuadraticRounds
+from convkit.schedules import DriftClockRounds, GeometricRounds, PowerRounds, QuadraticRounds
 
 FULL = os.environ.get("CONVKIT_FULL") == "1"
 
@@ -92,7 +92,7 @@ def test_one_worker_every_schedule_identical_exact():
         ck.Rounds(9),
         QuadraticRounds(9),
         GeometricRounds(9),
-        AdaptiveRounds(9, step, mu=0.2, L=1.0, dist0=2.0, noise=1.0),
+        DriftClockRounds(9, step, mu=0.2, L=1.0, dist0=2.0, noise=1.0),
         (5, 17),
     ]
     err = exact_pr_errors(prob, 300, 1, step, scheds, theta0=np.ones(5))

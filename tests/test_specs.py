@@ -143,7 +143,7 @@ def test_one_name_per_schedule_class():
         "polynomial": (),
         "power_rounds": (2, 1.5),
         "geometric_rounds": (2,),
-        "adaptive_rounds": (2, STEP, 1.0, 1.0, 1.0, 1.0),
+        "drift_clock_rounds": (2, STEP, 1.0, 1.0, 1.0, 1.0),
     }
     assert set(samples) == set(COMM_KINDS)
     for name, (cls, _) in COMM_KINDS.items():
