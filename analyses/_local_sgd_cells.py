@@ -9,15 +9,29 @@ an analysis itself).  A cell is one :func:`convkit.simulate` call (logistic regr
 * ``even``: ``N`` rounds at ``ceil(j n / N)`` (:class:`convkit.Rounds`) for ``N`` in powers of
   4 below ``n``, ``N = ceil(sqrt(P T))``, ``ceil(n / 2)`` and ``ceil(n / 8)`` (below ``n``);
 * at ``N`` in :data:`FAMILY_N` (below ``n``): ``quadratic`` ``ceil(n (j/N)^2)``,
-  ``geometric`` ``ceil(n^(j/N))``, ``adaptive`` (:class:`convkit.schedules.AdaptiveRounds`)
-  and the power family ``ceil(n (j/N)^p)`` for ``p`` in :data:`BEST_POWERS`, from which
-  ``best`` is chosen (see :func:`logistic_cell`).  Duplicate positions are removed and the
-  last step is always a round; ``rounds`` is the actual number of distinct rounds.
+  ``geometric`` ``ceil(n^(j/N))``, ``drift_clock`` (the positions of
+  :class:`convkit.schedules.DriftClockRounds`) and the power family ``ceil(n (j/N)^p)`` for
+  ``p`` in :data:`BEST_POWERS`, from which ``best`` is chosen (see :func:`logistic_cell`).
+  Every family has exactly ``N`` distinct rounds (:func:`distinct_positions`: where the curve
+  rises by less than one step per round, as ``n^(j/N)`` does for small ``j``, the rounds move
+  to consecutive steps instead of collapsing), so that families and even spacing are compared
+  at equal numbers of rounds; ``rounds`` is the number of distinct rounds.
 
 Error: ``||theta_bar - theta*||^2_{H*}`` of the Polyak-Ruppert average over steps ``1..n``
 (``H* = H`` for least squares).  ``ratio_to_mba = mean(e) / mean(e_MBA)`` on the same
 replicates with the paired delta-method standard error
 ``se = sqrt(Var(e_r - ratio e_MBA,r) / R) / mean(e_MBA)``.
+
+Replicates by precision (logistic cells): a pilot of ``Cell.replicates`` replicates gives each
+ratio's relative standard error ``se / ratio``; the cell is then topped up (one more
+:func:`convkit.simulate` call on its own seed, all schedules on common random numbers again)
+to ``R = ceil(1.2 R_pilot (max rel. se / PRECISION)^2)`` replicates, where the maximum runs over
+every ratio a verdict can read (``ratio_to_mba`` of every schedule, ``ratio_to_even`` of the
+families and ``best``), capped at ``Cell.max_replicates`` (the gradient budget
+:data:`REPLICATE_BUDGET` per schedule).  A ratio whose final ``se / ratio`` is still above
+:data:`PRECISION` is *imprecise* (:func:`precise`) and the analyses give it no verdict.  The
+top-up size is chosen from the pilot only (one stage, no repeated looks), so the reported
+standard errors are those of a fixed-size sample given the pilot.
 
 Cells are cached on disk (``.convkit-cache/local_sgd_cells/`` of the repository, or
 ``$CONVKIT_CELL_CACHE``) under a digest of their settings and :data:`CACHE_VERSION`, so that
@@ -70,10 +84,19 @@ LS_POWERS = tuple(float(p) for p in np.arange(0.5, 6.01, 0.5))
 #: part of every cell's seed (:meth:`Cell.seed`): changing it changes every Monte Carlo number
 SEED_VERSION = 2
 #: part of the cache file names only: raised when an engine changes the numbers at rounding
-#: level (3: the logistic kernels' vectorized ``exp`` and workers' sum), so that no cached
-#: cell of an older engine is read
-CACHE_VERSION = 3
-SCHEDULES = ("mba", "osa", "even", "quadratic", "geometric", "adaptive", "best")
+#: level (3: the logistic kernels' vectorized ``exp`` and workers' sum; 4: exactly ``N``
+#: distinct rounds per family, replicates by precision), so that no cached cell of an older
+#: engine is read
+CACHE_VERSION = 4
+SCHEDULES = ("mba", "osa", "even", "quadratic", "geometric", "drift_clock", "best")
+#: Target precision of every ratio that carries a verdict: paired SE <= 3 % of the ratio.
+PRECISION = 0.03
+#: Gradient budget of one logistic cell per schedule: ``max_replicates = floor(budget / T)``
+#: (128 replicates at ``T = 1e6``), at most :data:`MAX_REPLICATES`.
+REPLICATE_BUDGET = 128_000_000
+MAX_REPLICATES = 8192
+#: Safety factor of the top-up (the pilot's SE is itself estimated).
+TOP_UP_SAFETY = 1.2
 
 
 @dataclass(frozen=True)
@@ -82,7 +105,9 @@ class Cell:
     ``"flat"`` or ``"1/i"`` (eigenvalues of ``H``); ``theta_norm = ||theta*||`` with
     ``theta*`` along ``(1, ..., 1)``; ``CL = C L`` (logistic ``L = max h / 4``, least squares
     ``L = max h``); ``start``: ``"zero"`` (``theta0 = 0``) or ``"star"`` (``theta0 =
-    theta*``); ``replicates`` (Monte Carlo; ignored by the exact engine)."""
+    theta*``); ``replicates``: the pilot's Monte Carlo replicates (ignored by the exact
+    engine); ``max_replicates``: the most replicates the precision top-up may reach (``0``:
+    no top-up)."""
 
     problem: str
     d: int
@@ -94,6 +119,7 @@ class Cell:
     P: int
     start: str = "zero"
     replicates: int = 256
+    max_replicates: int = 0
 
     def __post_init__(self) -> None:
         if self.problem not in ("logistic", "least_squares"):
@@ -106,6 +132,11 @@ class Cell:
             raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
         if self.T // self.P < 1:
             raise ValueError(f"T = {self.T} must be >= P = {self.P} (n = floor(T/P) >= 1)")
+        if self.max_replicates and self.max_replicates < self.replicates:
+            raise ValueError(
+                f"max_replicates = {self.max_replicates} must be 0 (no top-up) or >= "
+                f"replicates = {self.replicates}"
+            )
 
     @property
     def n(self) -> int:
@@ -113,16 +144,27 @@ class Cell:
         return self.T // self.P
 
     def key(self) -> str:
-        """Digest of the settings and :data:`SEED_VERSION` (the seed's source)."""
-        blob = json.dumps({**asdict(self), "v": SEED_VERSION}, sort_keys=True)
+        """Digest of the settings and :data:`SEED_VERSION` (the seed's source; the top-up cap
+        is not part of it, so the pilot does not change with the budget)."""
+        d = asdict(self)
+        d.pop("max_replicates")
+        blob = json.dumps({**d, "v": SEED_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
     def cache_key(self) -> str:
-        """Name of the cell's cache file: :meth:`key` and :data:`CACHE_VERSION`."""
-        return f"{self.key()}-c{CACHE_VERSION}"
+        """Name of the cell's cache file: :meth:`key`, the top-up rule (cap,
+        :data:`PRECISION`, :data:`TOP_UP_SAFETY`) and :data:`CACHE_VERSION`."""
+        rule = f"{self.max_replicates}:{PRECISION}:{TOP_UP_SAFETY}"
+        tag = hashlib.sha256(rule.encode()).hexdigest()[:6]
+        return f"{self.key()}-{tag}-c{CACHE_VERSION}"
 
     def seed(self) -> int:
+        """Seed of the pilot."""
         return zlib.crc32(self.key().encode())
+
+    def top_up_seed(self) -> int:
+        """Seed of the precision top-up (independent of the pilot's stream)."""
+        return zlib.crc32((self.key() + ":top-up").encode())
 
 
 # ------------------------------------------------------------------------------ problems
@@ -156,50 +198,78 @@ def ls_stability_CL(d: int = 2, spectrum: str = "flat") -> float:
 
 
 # ------------------------------------------------------------------------------ schedules
+def distinct_positions(raw: np.ndarray, n: int) -> tuple[int, ...]:
+    """Exactly ``N = raw.size`` distinct rounds (``N <= n``) from the non-decreasing targets
+    ``raw`` (integers in ``[1, n]``, the last one ``n``): ``p_j = j + max_{i <= j}(raw_i - i)``,
+    capped at ``n - N + j``.  Where the targets rise by at least one step per round the
+    positions are the targets; where they rise more slowly (or repeat) the rounds move to the
+    next free steps, so that a budget of ``N`` rounds is always ``N`` rounds."""
+    raw = np.asarray(raw, dtype=np.int64)
+    N = raw.size
+    if not 1 <= N <= n:
+        raise ValueError(f"N = {N} rounds must lie in [1, n = {n}]")
+    j = np.arange(1, N + 1, dtype=np.int64)
+    q = np.minimum(np.maximum.accumulate(np.clip(raw, 1, n) - j), n - N)
+    pos = q + j
+    pos[-1] = n
+    return tuple(int(v) for v in pos)
+
+
+def _ceil_targets(x: np.ndarray) -> np.ndarray:
+    """``ceil(x)``, with values within ``1e-9`` (relative) of an integer taken as that integer
+    (so that ``n^(N/N)`` computed as ``exp(log n)`` stays ``n``)."""
+    r = np.rint(x)
+    return np.where(np.abs(x - r) <= 1e-9 * np.maximum(1, x), r, np.ceil(x)).astype(np.int64)
+
+
 def power_positions(n: int, N: int, p: float) -> tuple[int, ...]:
-    """``ceil(n (j/N)^p)``, j = 1..N, duplicates removed, last step ``n`` (exact integers for
-    integer ``p``)."""
+    """``ceil(n (j/N)^p)``, j = 1..N, made ``N`` distinct rounds by :func:`distinct_positions`
+    (exact integers for integer ``p``)."""
     j = np.arange(1, N + 1, dtype=np.int64)
     if float(p).is_integer() and n * N ** int(p) < 2**62:
         q = int(p)
         pos = -((-n * j**q) // N**q)
     else:
-        x = n * (j / N) ** p
-        r = np.rint(x)
-        pos = np.where(np.abs(x - r) <= 1e-9 * np.maximum(1, x), r, np.ceil(x)).astype(np.int64)
-    pos = np.clip(pos, 1, n)
+        pos = _ceil_targets(n * (j / N) ** p)
     pos[-1] = n
-    return tuple(int(v) for v in np.unique(pos))
+    return distinct_positions(pos, n)
 
 
 def geometric_positions(n: int, N: int) -> tuple[int, ...]:
-    """``ceil(n^(j/N))``, j = 1..N, duplicates removed, last step ``n``."""
-    x = np.exp(np.arange(1, N + 1) / N * math.log(n))
-    r = np.rint(x)
-    pos = np.where(np.abs(x - r) <= 1e-9 * np.maximum(1, x), r, np.ceil(x)).astype(np.int64)
-    pos = np.clip(pos, 1, n)
+    """``ceil(n^(j/N))``, j = 1..N, made ``N`` distinct rounds by :func:`distinct_positions`."""
+    pos = _ceil_targets(np.exp(np.arange(1, N + 1) / N * math.log(n)))
     pos[-1] = n
-    return tuple(int(v) for v in np.unique(pos))
+    return distinct_positions(pos, n)
 
 
-def adaptive_schedule(cell: Cell, N: int, prob: Any, step: Any, theta0: np.ndarray) -> Any:
-    """:class:`convkit.schedules.AdaptiveRounds` for the cell (``mu``, ``L`` of the problem,
-    ``dist0 = ||theta0 - theta*||``, noise ``sigma^2`` = trace of the gradient covariance at
-    ``theta*``: ``tr H*`` for well-specified logistic regression, ``sigma^2 tr H`` for least
-    squares), or None where the rule has no meaningful positions: a step with ``gamma_k L > 2``
-    (the ``C L = 4`` variation), whose mean recursion diverges
-    (:meth:`convkit.schedules.AdaptiveRounds.unstable_step`; such cells have no ``adaptive``
-    rows)."""
+def drift_clock_positions(
+    cell: Cell, N: int, prob: Any, step: Any, theta0: np.ndarray
+) -> tuple[int, ...] | None:
+    """The rounds of :class:`convkit.schedules.DriftClockRounds` for the cell (``mu``, ``L`` of
+    the problem, ``dist0 = ||theta0 - theta*||``, noise ``sigma^2`` = trace of the gradient
+    covariance at ``theta*``: ``tr H*`` for well-specified logistic regression, ``sigma^2 tr
+    H`` for least squares), made ``N`` distinct rounds by :func:`distinct_positions` (its
+    ``j``-th target is the first step whose clock reaches ``j tau(n) / N``); ``None`` where the
+    rule has no meaningful positions: a step with ``gamma_k L > 2`` (the ``C L = 4``
+    variation), whose mean recursion diverges
+    (:meth:`convkit.schedules.DriftClockRounds.unstable_step`; such cells have no
+    ``drift_clock`` rows)."""
     if cell.problem == "logistic":
         noise = float(np.trace(prob.H_star))
         mu, L = float(prob.mu), float(prob.L)
     else:
         noise = float(prob.noise) ** 2 * float(np.sum(prob.h))
         mu, L = float(np.min(prob.h)), float(np.max(prob.h))
-    if ck.AdaptiveRounds.unstable_step(step, L, cell.n) is not None:
+    if ck.DriftClockRounds.unstable_step(step, L, cell.n) is not None:
         return None
     dist0 = float(np.linalg.norm(theta0 - prob.theta_star))
-    return ck.AdaptiveRounds(N, step, mu=mu, L=L, dist0=dist0, noise=noise)
+    rule = ck.DriftClockRounds(N, step, mu=mu, L=L, dist0=dist0, noise=noise)
+    rule.validate(cell.n)
+    tau = rule.clock(cell.n)
+    targets = tau[-1] * np.arange(1, N + 1, dtype=np.float64) / N
+    raw = np.minimum(np.searchsorted(tau, targets * (1.0 - 1e-12), side="left") + 1, cell.n)
+    raw[-1] = cell.n
+    return distinct_positions(raw, cell.n)
 
 
 def even_grid(cell: Cell) -> list[int]:
@@ -245,9 +315,17 @@ def configurations(cell: Cell, prob: Any, step: Any, theta0: np.ndarray) -> list
                 comm=ck.At(geometric_positions(n, N)),
             )
         )
-        ad = adaptive_schedule(cell, N, prob, step, theta0)
-        if ad is not None:
-            cfg.append(dict(label=f"adaptive:{N}", schedule="adaptive", N=N, p=np.nan, comm=ad))
+        dc = drift_clock_positions(cell, N, prob, step, theta0)
+        if dc is not None:
+            cfg.append(
+                dict(
+                    label=f"drift_clock:{N}",
+                    schedule="drift_clock",
+                    N=N,
+                    p=np.nan,
+                    comm=ck.At(dc),
+                )
+            )
         for p in powers:
             if p == 1.0:
                 continue
@@ -305,6 +383,52 @@ def _algorithms(cell: Cell, step: Any, cfg: list[dict[str, Any]]) -> list[Any]:
     ]
 
 
+def _final_errors(
+    cell: Cell, prob: Any, algs: list[Any], theta0: np.ndarray, R: int, seed: int, threads: Any
+) -> np.ndarray:
+    """Final errors ``(configuration, replicate)`` of one :func:`convkit.simulate` call."""
+    res = ck.simulate(
+        prob,
+        algs,
+        steps=cell.n,
+        replicates=R,
+        seed=seed,
+        theta0=theta0,
+        n_record=1,
+        progress=False,
+        threads=threads,
+    )
+    E = []
+    for a in algs:
+        cv = res.values[a.name]
+        E.append(cv.values[-1, cv.iterates.index("avg"), cv.metrics.index("hnorm2"), :])
+    return np.asarray(E, dtype=float)
+
+
+def relative_se(rows: pd.DataFrame) -> pd.Series:
+    """Per row: the largest ``se / ratio`` of the ratios it carries (``ratio_to_mba`` and,
+    for families and ``best``, ``ratio_to_even``); NaN when none is defined (MBA)."""
+    parts = []
+    for r, s in (("ratio_to_mba", "ratio_se"), ("ratio_to_even", "ratio_to_even_se")):
+        v = rows[s] / rows[r]
+        parts.append(v.where(rows.schedule != "mba"))
+    return pd.concat(parts, axis=1).max(axis=1, skipna=True)
+
+
+def precise(ratio: Any, se: Any) -> Any:
+    """Whether a ratio meets the precision a verdict needs: ``se <= PRECISION ratio`` (exact
+    rows, ``se = 0``, always do; a NaN SE never does)."""
+    ratio, se = np.asarray(ratio, dtype=float), np.asarray(se, dtype=float)
+    return np.isfinite(se) & (se <= PRECISION * ratio)
+
+
+def required_replicates(rows: pd.DataFrame, R: int) -> int:
+    """Replicates for every ratio of the cell to reach :data:`PRECISION` (``se`` scales as
+    ``R^(-1/2)``): ``ceil(TOP_UP_SAFETY R (max se/ratio / PRECISION)^2)``."""
+    rel = float(np.nanmax(relative_se(rows).to_numpy(float), initial=0.0))
+    return int(math.ceil(TOP_UP_SAFETY * R * (rel / PRECISION) ** 2))
+
+
 def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
     """Simulate one logistic cell (all schedules on common random numbers).
 
@@ -312,28 +436,29 @@ def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
     at each family budget ``N``: the power ``p`` in :data:`BEST_POWERS` with the smallest mean
     error on the even-numbered replicates, reported (``err``, ratios) on the odd-numbered
     replicates only, so that the selection does not bias the reported error; its ``replicates``
-    is the held-out count and ``p`` the chosen power.  ``threads``: :func:`convkit.simulate`'s
-    (all cores by default; the values do not depend on it)."""
+    is the held-out count and ``p`` the chosen power.  Replicates by precision (module
+    docstring): a pilot of ``cell.replicates``, then one top-up to
+    :func:`required_replicates` (at most ``cell.max_replicates``) when the pilot's ratios are
+    less precise than :data:`PRECISION`.  Replicates with a non-finite error are dropped (the
+    ``replicates`` column counts the rest).  ``threads``: :func:`convkit.simulate`'s (all cores
+    by default; the values do not depend on it)."""
     prob, C, theta0 = problem_of(cell)
     step = ck.PolyDecay(C=C, alpha=cell.alpha)
     cfg = configurations(cell, prob, step, theta0)
     algs = _algorithms(cell, step, cfg)
-    res = ck.simulate(
-        prob,
-        algs,
-        steps=cell.n,
-        replicates=cell.replicates,
-        seed=cell.seed(),
-        theta0=theta0,
-        n_record=1,
-        progress=False,
-        threads=threads,
-    )
-    E = []
-    for c in cfg:
-        cv = res.values[c["label"]]
-        E.append(cv.values[-1, cv.iterates.index("avg"), cv.metrics.index("hnorm2"), :])
-    E = np.asarray(E, dtype=float)
+    E = _final_errors(cell, prob, algs, theta0, cell.replicates, cell.seed(), threads)
+    rows = _logistic_rows(cell, cfg, E)
+    if cell.max_replicates > cell.replicates:
+        extra = min(required_replicates(rows, cell.replicates), cell.max_replicates)
+        extra -= cell.replicates
+        if extra > 0:
+            top = _final_errors(cell, prob, algs, theta0, extra, cell.top_up_seed(), threads)
+            rows = _logistic_rows(cell, cfg, np.concatenate([E, top], axis=1))
+    return rows
+
+
+def _logistic_rows(cell: Cell, cfg: list[dict[str, Any]], E: np.ndarray) -> pd.DataFrame:
+    """Rows of a logistic cell from its final errors ``E`` (configuration, replicate)."""
     E = E[:, np.all(np.isfinite(E), axis=0)]
     R = E.shape[1]
     base = E[0]
@@ -468,7 +593,7 @@ def least_squares_cell(cell: Cell) -> pd.DataFrame:
 # ------------------------------------------------------------------------------ design
 T_GRID = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 P_GRID = (2, 4, 8, 16, 32)
-ALPHAS = (0.6, 0.75, 0.9)
+ALPHAS = (0.6, 0.7, 0.75, 0.8, 0.9)
 #: Largest local-step count ``n = T / P`` simulated in the logistic grid (every cell of
 #: :data:`T_GRID` x :data:`P_GRID`; larger ``n`` would be left out and listed by :func:`skipped`).
 N_MAX = 500_000
@@ -477,7 +602,7 @@ N_MAX = 500_000
 LS_N_MAX = 40_000
 #: Largest ``T`` simulated for alpha != 0.75 (the machine's budget).
 ALPHA_T_MAX = 1_000_000
-#: Replicates per ``T`` (full run).
+#: Pilot replicates per ``T`` (full run); the precision top-up adds more (module docstring).
 REPLICATES = {
     1_000: 512,
     3_000: 512,
@@ -502,6 +627,18 @@ VAR_P = (4, 16)
 BASE = dict(problem="logistic", d=2, spectrum="flat", theta_norm=1.0, CL=2.0)
 
 
+#: Quick mode: 64 pilot replicates, topped up to at most this many.
+QUICK_MAX_REPLICATES = 256
+
+
+def max_replicates(T: int, quick: bool = False) -> int:
+    """Cap of the precision top-up: ``floor(REPLICATE_BUDGET / T)`` within
+    ``[REPLICATES[T], MAX_REPLICATES]`` (quick: :data:`QUICK_MAX_REPLICATES`)."""
+    if quick:
+        return QUICK_MAX_REPLICATES
+    return int(min(MAX_REPLICATES, max(REPLICATES[T], REPLICATE_BUDGET // T)))
+
+
 def _grid(alpha: float, ts: tuple[int, ...], ps: tuple[int, ...], quick: bool, **kw: Any):
     out = []
     for T in ts:
@@ -509,15 +646,25 @@ def _grid(alpha: float, ts: tuple[int, ...], ps: tuple[int, ...], quick: bool, *
             if T // P > N_MAX:
                 continue
             R = 64 if quick else REPLICATES[T]
-            out.append(Cell(**{**BASE, **kw}, alpha=alpha, T=T, P=P, replicates=R))
+            out.append(
+                Cell(
+                    **{**BASE, **kw},
+                    alpha=alpha,
+                    T=T,
+                    P=P,
+                    replicates=R,
+                    max_replicates=max_replicates(T, quick),
+                )
+            )
     return out
 
 
 def base_cells(quick: bool) -> list[Cell]:
     """Base logistic grid.  Full: alpha = 0.75 on every ``(T, P)`` of :data:`T_GRID` x
     :data:`P_GRID` with ``n <= N_MAX``, the other alphas of :data:`ALPHAS` up to
-    ``T = ALPHA_T_MAX``.  Quick: alpha = 0.75, ``T`` in
-    {1e3, 3e3, 1e4}, ``P`` in {4, 16}, 64 replicates."""
+    ``T = ALPHA_T_MAX``; pilot replicates :data:`REPLICATES`, topped up to
+    :func:`max_replicates`.  Quick: alpha = 0.75, ``T`` in {1e3, 3e3, 1e4}, ``P`` in {4, 16},
+    64 pilot replicates topped up to at most 256."""
     if quick:
         return _grid(0.75, (1_000, 3_000, 10_000), (4, 16), True)
     out = _grid(0.75, T_GRID, P_GRID, False)
@@ -529,7 +676,8 @@ def base_cells(quick: bool) -> list[Cell]:
 
 def variation_cells(quick: bool) -> list[Cell]:
     """Variations at alpha = 0.75 on ``T`` in :data:`VAR_T`, ``P`` in :data:`VAR_P`
-    (quick: ``T`` in {1e3, 1e4}, ``P = 4``, 64 replicates)."""
+    (quick: ``T`` in {1e3, 1e4}, ``P = 4``, 64 pilot replicates); replicates by precision as
+    :func:`base_cells`."""
     ts, ps = ((1_000, 10_000), (4,)) if quick else (VAR_T, VAR_P)
     out = []
     for v in VARIATIONS:

@@ -59,18 +59,35 @@ def _errbar(ax, x, y, se, **kw):
     return ax.errorbar(x, y, yerr=[lo, 1.96 * se], capsize=2, ms=4, lw=1, **kw)
 
 
+def _grid_axes(plt, k: int, width: float, height: float):
+    """``k`` panels on rows of at most three: ``(fig, flat axes)``, unused panels removed."""
+    cols = min(k, 3)
+    rows = math.ceil(k / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    flat = list(axes.ravel())
+    for ax in flat[k:]:
+        ax.remove()
+    return fig, flat[:k]
+
+
+def _hollow(ax, x, y, color, marker: str = "o") -> None:
+    """Imprecise points (paired SE above the precision a verdict needs): white-filled markers
+    over the line, with no verdict drawn from them."""
+    ax.plot(x, y, marker, mfc="white", mec=color, ms=5, linestyle="none", zorder=5)
+
+
 def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
     """``err(OSA)/err(MBA) - 1`` against ``T`` (one panel per alpha, a line per ``P``) and
     against ``P`` at each ``T`` for alpha = 0.75, with the model slopes dashed through
     the fit over the window where a power law fits (shaded;
-    :func:`analyses.local_sgd_large_steps.window_fit`)."""
+    :func:`analyses.local_sgd_large_steps.window_fit`, precise cells only); imprecise cells
+    (paired SE above 3 % of the ratio) white-filled."""
     from analyses.local_sgd_large_steps import _sci, osa_table, ratio_fit, window_fit
 
     plt = _plt()
     o = osa_table(df)
     alphas = sorted(o.alpha.unique())
-    fig, axes = plt.subplots(1, len(alphas) + 1, figsize=(4.2 * (len(alphas) + 1), 4.0))
-    axes = np.atleast_1d(axes)
+    fig, axes = _grid_axes(plt, len(alphas) + 1, 4.6, 4.4)
     Ps = sorted(o.P.unique())
     for ax, a in zip(axes, alphas, strict=False):
         g0 = o[o.alpha == a]
@@ -88,8 +105,10 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
                 color=p_color(P, Ps),
                 label=f"P={P}",
             )
+            gb = g[~g.precise]
+            _hollow(ax, gb["T"], gb.ratio_to_mba - 1, p_color(P, Ps))
         m = _model(a)
-        found = window_fit(g0, "ratio_to_mba")
+        found = window_fit(g0[g0.precise], "ratio_to_mba")
         whole = f"all T: chi2/dof {f['chi2_dof']:.1f}" + ("" if f["adequate"] else ", no power law")
         if found is not None:
             t_min, fw = found
@@ -119,7 +138,6 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
             ylabel="err(OSA)/err(MBA) - 1",
         )
         ax.set_title(ttl, fontsize=9)
-    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.3))
     ax = axes[-1]
     g0 = o[o.alpha == 0.75] if 0.75 in alphas else o[o.alpha == alphas[0]]
     a = float(g0.alpha.iloc[0])
@@ -135,8 +153,10 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
             color=t_color(T, Ts),
             label=f"T={T:g}",
         )
+        gb = g[~g.precise]
+        _hollow(ax, gb.P, gb.ratio_to_mba - 1, t_color(T, Ts), "s")
     m = _model(a)
-    found = window_fit(g0, "ratio_to_mba")
+    found = window_fit(g0[g0.precise], "ratio_to_mba")
     if found is not None:
         t_min, f = found
         gw = g0[g0["T"] >= t_min]
@@ -158,11 +178,14 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
         title=f"alpha={a}: growth in P (colour: T)",
     )
     ax.set_xscale("log", base=2)
-    cp.legend_outside(ax, where="below", ncol=3, bbox_to_anchor=(0.5, -0.3))
+    cp.legend_outside(ax, where="right")
+    cp.legend_outside(axes[len(alphas) - 1], where="right")
     fig.suptitle(
         "Online logistic regression, d=2, ||theta*||=1, theta0=0, C L=2, gamma_k = C k^-alpha: "
         "one-shot averaging vs MBA (paired, 95 % bars; model slopes dashed, drawn through the joint "
-        "fit at the centre of the shaded window T >= T_min, the longest where a power law fits)",
+        "fit at the centre of the shaded window T >= T_min, the longest where a power law fits;\n"
+        "white-filled: paired SE > 3 % of the ratio at the replicate cap, left out of every fit "
+        "and verdict)",
         fontsize=10,
     )
     fig.tight_layout()
@@ -207,6 +230,8 @@ def plot_nstar(df: pd.DataFrame, path: Path) -> Path:
                 ax.plot(gc["T"], gc.n, "o", mfc="none", color=col, ms=6)
                 go = g[g.status == "osa_suffices"]
                 ax.plot(go["T"], np.ones(len(go)), "v", color=col, ms=5)
+                gm = g[g.status == "imprecise"]
+                ax.plot(gm["T"], gm.N_star, "x", color=col, ms=6)
                 Ts = np.array(sorted(g["T"].unique()), float)
                 if Ts.size:
                     ax.plot(
@@ -235,7 +260,8 @@ def plot_nstar(df: pd.DataFrame, path: Path) -> Path:
         0.5,
         -0.01,
         "open circles: capped (every evenly spaced N < n of the grid, up to ceil(n/2), fails; "
-        "plotted at n);  triangles: OSA suffices (N* = 1);  dashed black: sqrt(P T), one per P",
+        "plotted at n);  triangles: OSA suffices (N* = 1);  crosses: imprecise (a bracketing "
+        "point's paired SE > 3 %, no verdict);  dashed black: sqrt(P T), one per P",
         ha="center",
         va="top",
         fontsize=8,
@@ -260,14 +286,16 @@ def plot_sqrt_pt(df: pd.DataFrame, path: Path) -> Path:
     plt = _plt()
     sq = sqrt_pt_table(df)
     alphas = sorted(sq.alpha.unique())
-    fig, axes = plt.subplots(1, len(alphas) + 1, figsize=(4.4 * (len(alphas) + 1), 4.4))
+    fig, axes = _grid_axes(plt, len(alphas) + 1, 4.6, 4.4)
     Ps = sorted(sq.P.unique())
     for ax, a in zip(axes, alphas, strict=False):
         for P in Ps:
-            g = sq[(sq.alpha == a) & (sq.P == P) & (sq.status == "below_n")].sort_values("T")
+            g = sq[(sq.alpha == a) & (sq.P == P) & (sq.status != "capped")].sort_values("T")
             if g.empty:
                 continue
             _errbar(ax, g["T"], g.ratio, g.se, fmt="o-", color=p_color(P, Ps), label=f"P={P}")
+            gb = g[g.status == "imprecise"]
+            _hollow(ax, gb["T"], gb.ratio, p_color(P, Ps))
         for eps in st.EPS:
             ax.axhline(1 + eps, **cp.REFERENCE_STYLE)
         ax.axhline(1.0, color="black", lw=0.8)
@@ -277,7 +305,7 @@ def plot_sqrt_pt(df: pd.DataFrame, path: Path) -> Path:
             ylabel="err(N=ceil(sqrt(PT))) / err(MBA)",
             title=f"alpha={a}",
         )
-    cp.legend_outside(axes[len(alphas) - 1], where="below", ncol=3, bbox_to_anchor=(0.5, -0.3))
+    cp.legend_outside(axes[len(alphas) - 1], where="right")
     ax = axes[-1]
     o = osa_table(df)
     ls = df[(df.problem == "least_squares") & (df.schedule == "osa")]
@@ -314,7 +342,8 @@ def plot_sqrt_pt(df: pd.DataFrame, path: Path) -> Path:
     cp.legend_outside(ax, where="right")
     fig.suptitle(
         "Do sqrt(PT) evenly spaced rounds suffice? (logistic d=2, C L=2, theta0=0; grey dotted: "
-        "1+eps) and the least-squares contrast",
+        "1+eps; white-filled: paired SE > 3 % of the ratio, no verdict) and the least-squares "
+        "contrast",
         fontsize=10,
     )
     fig.tight_layout()

@@ -7,7 +7,9 @@
   95 % bracket), with a status: ``interior`` (the crossing lies below the largest evenly spaced
   ``N`` of the grid that is below ``n``), ``capped`` (every ``N < n`` of the grid still fails:
   the crossing is interpolated towards ``n`` itself, so the value is bounded by ``n``, not
-  measured), ``osa_suffices`` or ``not_identifiable``.  The 95 % interval is a parametric
+  measured), ``osa_suffices``, ``not_identifiable`` or ``imprecise`` (a located crossing whose
+  two bracketing points, or an ``osa_suffices`` whose OSA point, miss the precision a verdict
+  needs, :func:`analyses._local_sgd_cells.precise`: such a cell carries no ``N*``).  The 95 % interval is a parametric
   bootstrap of the curve: each point redrawn as ``ratio + ratio_se Z`` with independent normal
   ``Z`` (the CSV keeps no per-replicate errors; the paired bootstrap over replicates of
   ``local_sgd_threshold_mc`` needs them), the crossing recomputed, the 2.5-97.5 % quantiles
@@ -26,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from analyses._local_sgd_cells import precise
 
 EPS = (0.1, 0.25)
 Z95 = 1.959963984540054
@@ -106,8 +110,11 @@ def nstar_table(df: pd.DataFrame, eps_list: tuple[float, ...] = EPS, keys=None) 
             nstar, lo, hi, se_log = loc["N_star"], math.nan, math.nan, math.nan
             if status == "interior":
                 first = loc["first_holding"]
+                i = int(np.searchsorted(N, first))
                 if even_below.size == 0 or first >= n:
                     status = "capped"
+                elif not precise(r[i - 1 : i + 1], s[i - 1 : i + 1]).all():
+                    status = "imprecise"
                 if float(s.max()) == 0.0:
                     lo = hi = nstar
                     se_log = 0.0
@@ -115,6 +122,8 @@ def nstar_table(df: pd.DataFrame, eps_list: tuple[float, ...] = EPS, keys=None) 
                     se_log, lo, hi = bootstrap_nstar(N, r, s, eps, seed=17 + j)
             elif status == "not_identifiable" and (r[:-1] - 1 - eps - 2 * s[:-1] > 0).all():
                 status = "capped"
+            elif status == "osa_suffices" and not precise(r[0], s[0]):
+                status = "imprecise"
             row = dict(zip(keys, ck_, strict=True))
             row.update(
                 eps=eps,

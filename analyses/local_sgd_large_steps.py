@@ -3,7 +3,7 @@
 Setting (issue "Local-SGD where communication matters", item 3a): online well-specified
 logistic regression, Gaussian design, ``d = 2``, ``h = (1, 1)``, ``theta* = (1, 1)/sqrt(2)``,
 ``theta0 = 0``, steps ``gamma_k = C k^-alpha`` with ``C L = 2`` (``L = max h / 4``), ``alpha``
-in {0.6, 0.75, 0.9}, ``T`` in {1e3, ..., 1e6} gradients, ``P`` in {2, ..., 32} workers, ``n =
+in {0.6, 0.7, 0.75, 0.8, 0.9}, ``T`` in {1e3, ..., 1e6} gradients, ``P`` in {2, ..., 32} workers, ``n =
 floor(T / P)`` local steps, batch 1.  Variations at ``alpha = 0.75`` on ``T`` in {1e3, 1e4,
 1e5}, ``P`` in {4, 16}: ``C L`` in {0.5, 1, 4}, ``||theta*|| = 3``, ``d = 5`` (flat spectrum;
 the ``1/i`` spectrum and the start at ``theta*`` are in ``local_sgd_variations``, whose rows the
@@ -29,7 +29,12 @@ Reported (checks and figures, all from the CSV):
   the fit moves when only cells with ``N* <= n / kappa`` (``kappa`` in {1, 2, 4}) are kept;
 * ``err(N = ceil(sqrt(P T)))/err(MBA)``: do ``sqrt(P T)`` rounds suffice?
 
-Replicates: 512 (``T <= 3e3``), 256 (``1e4 <= T <= 3e4``), 128 (``1e5``), 64 (``T >= 3e5``).
+Replicates by precision (``analyses/_local_sgd_cells.py``): a pilot of 512 (``T <= 3e3``), 256
+(``1e4 <= T <= 3e4``), 128 (``1e5``) or 64 (``T >= 3e5``) replicates, then one top-up to the
+replicates that bring every ratio of the cell to a paired SE of 3 % of the ratio, at most
+``min(8192, 1.28e8 / T)`` (128 at ``T = 1e6``).  A ratio still above 3 % carries no verdict: such
+OSA cells are left out of the fits and counted, a ``sqrt(P T)`` cell is ``imprecise``, and an
+``N*`` whose bracketing points are imprecise has status ``imprecise``.
 """
 
 from __future__ import annotations
@@ -73,14 +78,18 @@ def base(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def osa_table(df: pd.DataFrame) -> pd.DataFrame:
-    """``err(OSA)/err(MBA)`` rows of the base setting."""
-    return base(df)[base(df).schedule == "osa"].sort_values(["alpha", "T", "P"])
+    """``err(OSA)/err(MBA)`` rows of the base setting, with ``precise``: whether the paired SE
+    is within :data:`analyses._local_sgd_cells.PRECISION` of the ratio (only those rows carry
+    a verdict)."""
+    o = base(df)[base(df).schedule == "osa"].sort_values(["alpha", "T", "P"])
+    return o.assign(precise=cells.precise(o.ratio_to_mba, o.ratio_se))
 
 
 def ratio_fit(df: pd.DataFrame, alpha: float) -> dict[str, Any]:
-    """Joint fit of ``err(OSA)/err(MBA) - 1`` in ``T`` and ``P`` (base setting)."""
+    """Joint fit of ``err(OSA)/err(MBA) - 1`` in ``T`` and ``P`` over the precise cells of the
+    base setting."""
     o = osa_table(df)
-    o = o[o.alpha == alpha]
+    o = o[(o.alpha == alpha) & o.precise]
     return st.power_fit(o["T"], o["P"], o.ratio_to_mba - 1.0, o.ratio_se)
 
 
@@ -94,7 +103,8 @@ def nstar_fit(nt: pd.DataFrame, alpha: float, eps: float, kappa: float = 1.0) ->
 
 def sqrt_pt_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per base cell: ``N = ceil(sqrt(P T))``, whether it is below ``n`` (else capped: it would be
-    MBA) and ``err(N)/err(MBA)`` with its paired SE."""
+    MBA) and ``err(N)/err(MBA)`` with its paired SE; status ``imprecise`` when that SE is above
+    :data:`analyses._local_sgd_cells.PRECISION` of the ratio (no verdict)."""
     b = base(df)
     rows = []
     for (a, T, P), g in b.groupby(["alpha", "T", "P"]):
@@ -111,7 +121,11 @@ def sqrt_pt_table(df: pd.DataFrame) -> pd.DataFrame:
                     P=P,
                     n=n,
                     N=N,
-                    status="below_n",
+                    status=(
+                        "below_n"
+                        if cells.precise(e.ratio_to_mba.iloc[0], e.ratio_se.iloc[0])
+                        else "imprecise"
+                    ),
                     ratio=float(e.ratio_to_mba.iloc[0]),
                     se=float(e.ratio_se.iloc[0]),
                 )
@@ -212,11 +226,15 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
     for a in sorted(o.alpha.unique()):
         m = _model(a)
         f = ratio_fit(df, a)
+        ga = o[o.alpha == a]
+        g = ga[ga.precise]
+        left = _imprecise_note(ga)
         for var, key in (("T", "ratio_T"), ("P", "ratio_P")):
             out.append(
                 _exp_row(
                     f"exponent of err(OSA)/err(MBA) - 1 in {var} (large-step model)",
-                    f"{setting0}, alpha={a}, joint fit in T and P over {f['n_points']} cells",
+                    f"{setting0}, alpha={a}, joint fit in T and P over {f['n_points']} precise "
+                    f"cells{left}",
                     f,
                     var,
                     m[key],
@@ -224,22 +242,26 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 )
             )
         out += _window_rows(
-            "err(OSA)/err(MBA) - 1", f"{setting0}, alpha={a}", o[o.alpha == a],
-            "ratio_to_mba", m, ("ratio_T", "ratio_P"), (0.0,),
+            "err(OSA)/err(MBA) - 1",
+            f"{setting0}, alpha={a}{left}",
+            g,
+            "ratio_to_mba",
+            m,
+            ("ratio_T", "ratio_P"),
+            (0.0,),
         )
-        g = o[o.alpha == a]
         z = (g.ratio_to_mba - 1) / g.ratio_se
         out.append(
             V.check_row(
                 result="one-shot averaging is worse than MBA (err(OSA)/err(MBA) > 1)",
-                setting=f"{setting0}, alpha={a}, {len(g)} (T, P) cells",
+                setting=f"{setting0}, alpha={a}, {len(g)} precise (T, P) cells{left}",
                 measured=(
                     f"ratio {g.ratio_to_mba.min():.2f}-{g.ratio_to_mba.max():.2f}; "
                     f"> 1 by > 3 paired SE in {int((z > 3).sum())}/{len(g)} cells"
                 ),
                 theoretical="> 1",
-                verdict=V.HOLDS if bool((z > 3).all()) else V.MEASURED,
-                reason=f"{int((z > 3).sum())} of {len(g)} cells resolve the gap (z > 3)",
+                verdict=V.HOLDS if len(g) and bool((z > 3).all()) else V.MEASURED,
+                reason=f"{int((z > 3).sum())} of {len(g)} precise cells resolve the gap (z > 3)",
             )
         )
     nt = nstar(df)
@@ -285,7 +307,13 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             sett = f"{setting0}, alpha={a}, eps={eps}, interior cells"
             out += _window_rows("N*", sett, gi, "N_star", m, ("nstar_T", "nstar_P"), (0.5,))
             out += _window_rows(
-                "N*", sett, gi, "N_star", {"T": 0.5, "P": 0.5}, ("T", "P"), (0.0, 1.0),
+                "N*",
+                sett,
+                gi,
+                "N_star",
+                {"T": 0.5, "P": 0.5},
+                ("T", "P"),
+                (0.0, 1.0),
                 reading="sqrt(PT) reading",
             )
     sq = sqrt_pt_table(df)
@@ -302,8 +330,10 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             V.check_row(
                 result=f"sqrt(PT) evenly spaced rounds suffice (err <= (1+{eps}) err(MBA))",
                 setting=(
-                    f"{setting0}, N=ceil(sqrt(PT)) < n in {len(below)} cells "
-                    f"(capped at n in {int((sq.status == 'capped').sum())})"
+                    f"{setting0}, N=ceil(sqrt(PT)) < n in {len(below)} precise cells "
+                    f"(capped at n in {int((sq.status == 'capped').sum())}, imprecise: paired "
+                    f"SE > {100 * cells.PRECISION:g} % of the ratio, in "
+                    f"{int((sq.status == 'imprecise').sum())})"
                 ),
                 measured=(
                     f"ratio {below.ratio.min():.2f}-{below.ratio.max():.2f} (worst alpha="
@@ -367,6 +397,19 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def _imprecise_note(g: pd.DataFrame) -> str:
+    """``"; left out as imprecise: (T, P) ..."`` for the rows of ``g`` whose paired SE is above
+    the precision a verdict needs (``precise`` column), or ``""``."""
+    bad = g[~g.precise]
+    if bad.empty:
+        return ""
+    cells_ = ", ".join(f"({_sci(T)}, {int(P)})" for T, P in zip(bad["T"], bad.P, strict=True))
+    return (
+        f"; {len(bad)} cells left out as imprecise (paired SE > "
+        f"{100 * cells.PRECISION:g} % of the ratio at the replicate cap): {cells_}"
+    )
+
+
 def _bonferroni_z(m: int, level: float = 0.05) -> float:
     from scipy.stats import norm
 
@@ -408,7 +451,9 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
             out[f"nstar_cells_a{a}_eps{eps}"] = f"{len(g)}"
             out[f"nstar_chi2_a{a}_eps{eps}"] = f"{f['chi2_dof']:.1f}"
             found = window_fit(g[g.status == "interior"], "N_star")
-            out[f"nstar_window_a{a}_eps{eps}"] = "none" if found is None else f"T >= {_sci(found[0])}"
+            out[f"nstar_window_a{a}_eps{eps}"] = (
+                "none" if found is None else f"T >= {_sci(found[0])}"
+            )
             for var in ("T", "P") if found is not None else ():
                 fw = found[1]
                 out[f"nstar_window_slope_{var}_a{a}_eps{eps}"] = f"{fw['slopes'][var]:.2f}"

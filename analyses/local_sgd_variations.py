@@ -6,7 +6,8 @@ Base (``analyses/local_sgd_large_steps.py``): online logistic regression, Gaussi
 ``d = 2``, ``h = (1, 1)``, ``||theta*|| = 1`` along ``(1, 1)``, ``theta0 = 0``, ``C L = 2``,
 alpha = 0.75.  Each variation changes one thing: ``C L`` in {0.5, 1, 4}; ``||theta*|| = 3``;
 ``d = 5`` with the flat spectrum and with ``h_i = 1/i``; the start ``theta0 = theta*``.  Reduced
-grid (stated): ``T`` in {1e3, 1e4, 1e5}, ``P`` in {4, 16}; replicates 512, 256, 128.  Same
+grid (stated): ``T`` in {1e3, 1e4, 1e5}, ``P`` in {4, 16}; replicates by precision (pilot 512,
+256, 128, topped up towards a paired SE of 3 % of each ratio; ``analyses/_local_sgd_cells.py``).  Same
 cells and statistics as ``local_sgd_large_steps`` (common random numbers within a cell, paired
 ratios, ``N*`` with parametric-bootstrap intervals); its CSV adds the columns ``spectrum`` and
 ``start`` (the large-step CSV cannot tell the ``1/i`` spectrum or the start at ``theta*`` from

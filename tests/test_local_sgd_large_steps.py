@@ -55,20 +55,77 @@ def _well_formed(rows: list[dict]) -> None:
 
 # ------------------------------------------------------------------------------ schedules
 @pytest.mark.parametrize("n,N,p", [(100, 16, 2.0), (1000, 64, 3.0), (37, 16, 4.0), (500, 7, 1.5)])
-def test_power_positions_match_library_and_formula(n, N, p):
-    pos = cells.power_positions(n, N, p)
-    ref = sorted({min(n, math.ceil(n * (j / N) ** p - 1e-12)) for j in range(1, N + 1)} | {n})
-    assert list(pos) == ref
-    assert pos[-1] == n and len(set(pos)) == len(pos)
+def test_power_positions_are_the_formula_made_N_distinct_rounds(n, N, p):
+    """Exactly N distinct rounds, never earlier than the formula ceil(n (j/N)^p), and equal to
+    the formula (and to the library's PowerRounds) wherever the formula already rises by at
+    least one step per round."""
+    pos = np.array(cells.power_positions(n, N, p))
+    raw = np.array([min(n, math.ceil(n * (j / N) ** p - 1e-12)) for j in range(1, N + 1)])
+    assert pos.size == N and np.all(np.diff(pos) >= 1) and pos[-1] == n
+    assert np.all(pos >= raw)
     lib = ck.schedules.PowerRounds(N, p).steps(n)
-    assert list(lib) == list(pos)
+    if np.all(np.diff(raw) >= 1) and raw[0] >= 1:
+        assert list(pos) == list(raw) == list(lib)
+    else:
+        assert lib.size < N  # the library removes duplicates: fewer rounds than the budget
 
 
-@pytest.mark.parametrize("n,N", [(100, 16), (6250, 64), (31, 16)])
-def test_geometric_positions_match_library(n, N):
-    pos = cells.geometric_positions(n, N)
-    assert list(ck.schedules.GeometricRounds(N).steps(n)) == list(pos)
-    assert pos[-1] == n
+@pytest.mark.parametrize("n,N", [(100, 16), (6250, 64), (31, 16), (500_000, 64)])
+def test_geometric_positions_have_exactly_N_rounds(n, N):
+    """The growing-gap families are compared with even spacing at equal numbers of distinct
+    rounds: ceil(n^(j/N)) repeats for small j (the library's GeometricRounds keeps 51-59 of 64
+    rounds on the grid of the study), the cells move those rounds to the next free steps."""
+    pos = np.array(cells.geometric_positions(n, N))
+    lib = ck.schedules.GeometricRounds(N).steps(n)
+    assert pos.size == N and np.all(np.diff(pos) >= 1) and pos[-1] == n
+    assert set(lib.tolist()) <= set(pos.tolist()) or lib.size == N
+    if N == 64 and n == 6250:
+        assert lib.size < 64  # the unequal budget this replaces
+
+
+def test_distinct_positions_rule():
+    """p_j = j + max_{i <= j}(raw_i - i) capped at n - N + j: hand-checked cases."""
+    assert cells.distinct_positions(np.array([1, 1, 1, 2, 2, 3, 10]), 10) == (1, 2, 3, 4, 5, 6, 10)
+    assert cells.distinct_positions(np.array([5, 5, 10]), 10) == (5, 6, 10)
+    assert cells.distinct_positions(np.array([2, 9, 9, 10]), 10) == (2, 8, 9, 10)
+    with pytest.raises(ValueError, match="N = 4 rounds"):
+        cells.distinct_positions(np.array([1, 2, 3, 3]), 3)
+
+
+def test_precision_rule_and_top_up(monkeypatch):
+    """``precise``: se <= 3 % of the ratio; ``required_replicates`` from the SE scaling
+    R^(-1/2); a logistic cell whose pilot misses the target is topped up (more replicates, at
+    most the cap), and with no cap it keeps its pilot."""
+    assert cells.precise([1.0, 1.0, 2.0, 1.0], [0.03, 0.0301, 0.05, np.nan]).tolist() == [
+        True,
+        False,
+        True,
+        False,
+    ]
+    rows = pd.DataFrame(
+        dict(
+            schedule=["mba", "osa", "best"],
+            ratio_to_mba=[1.0, 2.0, 1.1],
+            ratio_se=[0.0, 0.12, 0.011],
+            ratio_to_even=[np.nan, np.nan, 0.9],
+            ratio_to_even_se=[np.nan, np.nan, 0.009],
+        )
+    )
+    # worst relative SE 0.06 = 2 x target: 1.2 * 64 * 4 = 307.2 -> 308
+    assert cells.required_replicates(rows, 64) == 308
+    pilot = cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32)
+    topped = cells.Cell(
+        "logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32, max_replicates=160
+    )
+    assert pilot.seed() == topped.seed() and pilot.cache_key() != topped.cache_key()
+    a, b = cells.logistic_cell(pilot, threads=1), cells.logistic_cell(topped, threads=1)
+    assert (a.replicates[a.schedule != "best"] == 32).all()
+    R = int(b.replicates[b.schedule == "mba"].iloc[0])
+    need = cells.required_replicates(a, 32)
+    assert R == min(need, 160) and R > 32  # the pilot at T = 1e3, P = 8 is far from 3 %
+    assert cells.relative_se(b).max() < cells.relative_se(a).max()
+    with pytest.raises(ValueError, match="max_replicates = 16"):
+        cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32, max_replicates=16)
 
 
 def test_even_grid_and_cell_validation():
@@ -140,6 +197,9 @@ def test_nstar_table_on_a_known_curve():
     t = (1.3 - 1.1) / (1.3 - 1.05)
     assert row.N_star == pytest.approx(math.exp(math.log(64) + t * math.log(4)), rel=1e-9)
     assert row.N_lo <= row.N_star <= row.N_hi
+    df.loc[(df.N == 256), "ratio_se"] = 0.05  # a bracketing point above 3 % of its ratio
+    assert set(st.nstar_table(df)[lambda t: t.eps == 0.1].status) == {"imprecise"}
+    df["ratio_se"] = 1e-4
     df.loc[df.schedule == "even", "ratio_to_mba"] = 2.0  # every N < n fails
     assert set(st.nstar_table(df).status) == {"capped"}
 
@@ -162,6 +222,8 @@ def test_analyses_run_columns_and_checks(tmp_path):
         ["problem", "d", "theta_norm", "CL", "alpha", "T", "P", "schedule", "N"]
     ).any()
     assert (df.rounds <= df.N).all()
+    families = df[~df.schedule.isin(["mba", "osa"])]
+    assert (families.rounds == families.N).all()  # equal budgets are equal distinct rounds
     # small statistical assertion: at T = 1000, P = 8 one-shot averaging is worse than MBA by
     # far more than 3 paired SE (measured ratio about 23 at 512 replicates)
     osa = df[
@@ -228,3 +290,22 @@ def test_every_schedule_label_has_its_palette_colour():
     for label in set(cells.SCHEDULES) | families:
         assert cp.canonical(label) in cp.ALGORITHM_COLORS, label
     assert cp.color("drift_clock") == cp.color("drift-clock") == "#b15928"
+
+
+def test_imprecise_pairs_carry_no_verdict():
+    """Pairs whose paired SE is above 3 % of the ratio are left out of the schedule verdicts:
+    a family with only such pairs is not_identifiable, never 'holds' on zero pairs."""
+    base = dict(problem="logistic", d=2, theta_norm=1.0, CL=2.0, alpha=0.75, P=4, n=250, N=16)
+    data = pd.DataFrame(
+        [
+            dict(base, T=T, family="geometric", ratio_to_even=0.8, ratio_to_even_se=se)
+            for T, se in ((1000, 0.05), (3000, 0.1))
+        ]
+    )
+    (row,) = sch.checks(data)
+    assert row["verdict"] == "not_identifiable" and "0/0" in row["measured"]
+    data.loc[0, "ratio_to_even_se"] = 0.02  # now one precise pair, saving 20 % > 2 SE
+    (row,) = sch.checks(data)
+    assert (
+        row["verdict"] == "holds" and "1/1" in row["measured"] and "left out: 1" in row["setting"]
+    )
