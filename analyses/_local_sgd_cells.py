@@ -248,8 +248,9 @@ def drift_clock_positions(
     """The rounds of :class:`convkit.schedules.DriftClockRounds` for the cell (``mu``, ``L`` of
     the problem, ``dist0 = ||theta0 - theta*||``, noise ``sigma^2`` = trace of the gradient
     covariance at ``theta*``: ``tr H*`` for well-specified logistic regression, ``sigma^2 tr
-    H`` for least squares), made ``N`` distinct rounds by :func:`distinct_positions` (its
-    ``j``-th target is the first step whose clock reaches ``j tau(n) / N``); ``None`` where the
+    H`` for least squares): its targets
+    (:meth:`convkit.schedules.DriftClockRounds.targets`) made ``N`` distinct rounds by
+    :func:`distinct_positions`; ``None`` where the
     rule has no meaningful positions: a step with ``gamma_k L > 2`` (the ``C L = 4``
     variation), whose mean recursion diverges
     (:meth:`convkit.schedules.DriftClockRounds.unstable_step`; such cells have no
@@ -264,12 +265,7 @@ def drift_clock_positions(
         return None
     dist0 = float(np.linalg.norm(theta0 - prob.theta_star))
     rule = ck.DriftClockRounds(N, step, mu=mu, L=L, dist0=dist0, noise=noise)
-    rule.validate(cell.n)
-    tau = rule.clock(cell.n)
-    targets = tau[-1] * np.arange(1, N + 1, dtype=np.float64) / N
-    raw = np.minimum(np.searchsorted(tau, targets * (1.0 - 1e-12), side="left") + 1, cell.n)
-    raw[-1] = cell.n
-    return distinct_positions(raw, cell.n)
+    return distinct_positions(rule.targets(cell.n), cell.n)
 
 
 def even_grid(cell: Cell) -> list[int]:

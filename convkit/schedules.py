@@ -654,6 +654,15 @@ class DriftClockRounds(CommSchedule):
             e2 = np.exp(np.minimum(2.0 * log_e, 700.0))
         return np.cumsum(g * np.sqrt(self.noise + self.L**2 * e2))
 
+    def targets(self, n: int) -> np.ndarray:
+        """The ``N`` targets of the rule before duplicates are removed: the ``j``-th is the
+        first local step ``k`` with ``tau(k) >= j tau(n) / N`` (``j = 1..N``, the last one
+        ``n``; non-decreasing, ``int64``).  :meth:`steps` keeps the distinct ones; a study
+        that needs exactly ``N`` rounds can spread repeated targets itself."""
+        n = check_int("n (local steps)", n, low=1)
+        self.validate(n)
+        return self._raw_steps(n)
+
     def _raw_steps(self, n: int) -> Any:
         tau = self.clock(n)
         targets = tau[-1] * np.arange(1, self.N + 1, dtype=np.float64) / self.N

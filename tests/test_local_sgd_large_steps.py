@@ -309,3 +309,21 @@ def test_imprecise_pairs_carry_no_verdict():
     assert (
         row["verdict"] == "holds" and "1/1" in row["measured"] and "left out: 1" in row["setting"]
     )
+
+
+def test_drift_clock_positions_are_its_targets_made_N_rounds():
+    """The cells' drift-clock schedule: DriftClockRounds.targets (N non-decreasing targets whose
+    distinct values are the library's steps) spread to exactly N distinct rounds."""
+    cell = cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 100_000, 16)
+    prob, C, theta0 = cells.problem_of(cell)
+    step = ck.PolyDecay(C=C, alpha=cell.alpha)
+    pos = cells.drift_clock_positions(cell, 64, prob, step, theta0)
+    rule = ck.DriftClockRounds(
+        64, step, mu=float(prob.mu), L=float(prob.L), dist0=1.0, noise=float(np.trace(prob.H_star))
+    )
+    t = rule.targets(cell.n)
+    assert t.size == 64 and np.all(np.diff(t) >= 0) and t[-1] == cell.n
+    assert np.array_equal(np.unique(t), rule.steps(cell.n))
+    assert pos == cells.distinct_positions(t, cell.n) and len(set(pos)) == 64
+    with pytest.raises(ValueError, match="N"):
+        rule.targets(10)  # budget above n
