@@ -12,9 +12,19 @@ Tuning rules (stated once, used everywhere):
   DeepSqueeze's ``eta`` by :func:`tune_deepsqueeze_eta` (the same rule on DeepSqueeze's
   gossip ``V = C(X + Delta)``, ``Delta <- X + Delta - V``, ``X <- X + eta (W - I) V``), each
   the grid value with the fastest contraction of the consensus distance;
-* the step ``gamma`` of each method: the value of a geometric grid (factor 2) with the
-  smallest mean excess risk of the node average over the last quarter of the record points,
-  on a tuning seed different from the evaluation seed (a diverged run counts as infinite).
+* the step ``gamma`` of each method, by one of two rules over a geometric grid (factor 2),
+  both on a tuning seed different from the evaluation seed and both read off the same
+  common-random-number tuning call (:func:`tune_steps`):
+
+  - ``"tail"``: the grid value with the smallest mean excess risk of the node average over
+    the last quarter of the record points (a diverged run counts as infinite);
+  - ``"bits"``: the grid value with the fewest bits to a target excess risk, the first
+    crossing of the mean curve by :func:`level_crossing` (the rule the studies report); a run
+    with a diverged replicate or whose mean curve never reaches the target counts as infinite
+    bits. Ties (equal bits, e.g. two steps already below the target at the first record
+    point) go to the smaller tail error, then the smaller ``gamma``. When no grid value
+    reaches the target the rule has no answer: it returns the tail rule's ``gamma`` with
+    infinite bits, which the caller reports as not reached.
 """
 
 from __future__ import annotations
@@ -175,6 +185,24 @@ def tail_error(res: ck.Result, config: str, frac: float = 0.25) -> float:
     return v if np.isfinite(v) else float("inf")
 
 
+TUNING_RULES = ("tail", "bits")
+
+
+def _mean_bits_to_target(res: ck.Result, config: str, target: float) -> float:
+    """Bits at which the replicate-mean excess risk of the node average first falls to
+    ``target`` (:func:`level_crossing` on the bits axis, floored at 1 bit as the studies
+    report it); ``inf`` if a replicate diverged or the mean never reaches ``target``."""
+    cv = res.values[config]
+    if np.any(cv.diverged_at > 0):
+        return float("inf")
+    m = cv.metrics.index("excess_risk")
+    it = cv.iterates.index("last")
+    mean = cv.values[:, it, m, :].mean(axis=1)
+    bits = np.maximum(np.asarray(cv.axes["bits"], dtype=float), 1.0)
+    b = level_crossing(bits, mean, target)
+    return b if np.isfinite(b) else float("inf")
+
+
 def tune_steps(
     prob: Any,
     builders: dict[str, Any],
@@ -183,22 +211,46 @@ def tune_steps(
     steps: int,
     replicates: int,
     seed: int,
-) -> dict[str, tuple[float, float]]:
-    """Best step of each method by the rule of the module docstring:
+    target: float | None = None,
+    n_record: int = 20,
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """Best step of each method by the rules of the module docstring.
+
     ``builders[label](gamma, name)`` builds the algorithm; all (method, gamma) pairs run in
-    one common-random-number call. Returns ``label -> (gamma, tail error at gamma)``."""
+    one common-random-number call of ``steps`` iterations, ``replicates`` replicates and
+    ``n_record`` log-spaced record points, from which both rules are read (the bits rule
+    costs no extra simulation). Returns ``{"tail": {label: (gamma, tail error)}}`` and, when
+    ``target`` is given, ``"bits": {label: (gamma, bits to target)}`` (``inf`` bits: no grid
+    value reached ``target``, and ``gamma`` is then the tail rule's)."""
+    grid = np.asarray(grid, dtype=float)
+    if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+        raise ValueError(f"grid must be a non-empty 1-D array of positive steps, got {grid}")
+    if target is not None and not (np.isfinite(target) and target > 0):
+        raise ValueError(f"target must be a positive finite excess risk or None, got {target!r}")
     algos, keys = [], []
     for label, build in builders.items():
         for g in grid:
             cfg = f"{label}@{g:.6g}"
             algos.append(build(float(g), cfg))
             keys.append((label, float(g), cfg))
-    res = simulate_quiet(prob, algos, steps=steps, replicates=replicates, seed=seed, n_record=20)
-    out: dict[str, tuple[float, float]] = {}
+    res = simulate_quiet(
+        prob, algos, steps=steps, replicates=replicates, seed=seed, n_record=n_record
+    )
+    tail: dict[str, tuple[float, float]] = {}
+    scored: dict[str, list[tuple[float, float, float]]] = {}
     for label, g, cfg in keys:
         e = tail_error(res, cfg)
-        if label not in out or e < out[label][1]:
-            out[label] = (g, e)
+        if label not in tail or e < tail[label][1]:
+            tail[label] = (g, e)
+        if target is not None:
+            scored.setdefault(label, []).append((_mean_bits_to_target(res, cfg, target), e, g))
+    out = {"tail": tail}
+    if target is not None:
+        bits: dict[str, tuple[float, float]] = {}
+        for label, rows in scored.items():
+            b, _, g = min(rows)  # fewest bits, then smaller tail error, then smaller gamma
+            bits[label] = (g, b) if np.isfinite(b) else (tail[label][0], float("inf"))
+        out["bits"] = bits
     return out
 
 

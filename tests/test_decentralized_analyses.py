@@ -104,7 +104,7 @@ def test_heterogeneous_committed_numbers():
         (bt.problem == "least-squares")
         & (bt.split == "zeta2=0")
         & (bt.topology == "ring")
-        & (bt.steps_kind == "tuned")
+        & (bt.steps_kind == "tuned_tail")
         & (bt.target_kind == "fixed")
     ].set_index("method")
     assert sel.loc["DCD-PSGD", "bits_hi"] < sel.loc["CHOCO-SGD", "bits_lo"]
