@@ -145,13 +145,20 @@ def _model(alpha: float) -> dict[str, float]:
     return model_exponents(alpha)
 
 
+def _exp_verdict(fit, var, claimed, alternatives) -> tuple[str, str]:
+    """``(verdict, reason)`` of the exponent of ``var`` in ``fit`` against ``claimed``
+    (:func:`convkit.verdicts.exponent_verdict`, the fit's adequacy included)."""
+    if not np.isfinite(fit["slopes"][var]):
+        return V.NOT_IDENTIFIABLE, f"too few points to fit ({fit['n_points']})"
+    return V.exponent_verdict(fit["intervals"][var], claimed, alternatives=alternatives, fit=fit)
+
+
 def _exp_row(result, setting, fit, var, claimed, alternatives, extra="") -> dict[str, Any]:
     iv = fit["intervals"][var]
+    verdict, reason = _exp_verdict(fit, var, claimed, alternatives)
     if not np.isfinite(fit["slopes"][var]):
-        verdict, reason = V.NOT_IDENTIFIABLE, f"too few points to fit ({fit['n_points']})"
         measured = f"{fit['n_points']} points"
     else:
-        verdict, reason = V.exponent_verdict(iv, claimed, alternatives=alternatives, fit=fit)
         measured = (
             f"{fit['slopes'][var]:.2f} {st.fmt_interval(iv)} "
             f"(chi2/dof {fit['chi2_dof']:.1f}, {fit['n_points']} cells{extra})"
@@ -425,46 +432,72 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
         return out
     out["osa_ratio_min"] = f"{o.ratio_to_mba.min():.2f}"
     out["osa_ratio_max"] = f"{o.ratio_to_mba.max():.1f}"
+    out["osa_precise"] = f"{int(o.precise.sum())} of {len(o)}"
     for a in sorted(o.alpha.unique()):
-        g = o[o.alpha == a]
-        for (T, P), v in g.set_index(["T", "P"]).ratio_to_mba.items():
+        ga = o[o.alpha == a]
+        g = ga[ga.precise]
+        m = _model(a)
+        out[f"osa_precise_a{a}"] = f"{len(g)} of {len(ga)}"
+        for (T, P), v in ga.set_index(["T", "P"]).ratio_to_mba.items():
             out[f"osa_ratio_a{a}_T{int(T)}_P{int(P)}"] = f"{v:.2f}"
         f = ratio_fit(data, a)
         for var in ("T", "P"):
             out[f"ratio_slope_{var}_a{a}"] = f"{f['slopes'][var]:.2f}"
             out[f"ratio_slope_{var}_a{a}_ci"] = st.fmt_interval(f["intervals"][var])
-            out[f"ratio_slope_{var}_a{a}_model"] = f"{_model(a)[f'ratio_{var}']:.2f}"
+            out[f"ratio_slope_{var}_a{a}_model"] = f"{m[f'ratio_{var}']:.2f}"
+            out[f"ratio_verdict_{var}_a{a}"] = _exp_verdict(f, var, m[f"ratio_{var}"], (0.0,))[0]
         out[f"ratio_chi2_a{a}"] = f"{f['chi2_dof']:.1f}"
         found = window_fit(g, "ratio_to_mba")
         out[f"ratio_window_a{a}"] = "none" if found is None else f"T >= {_sci(found[0])}"
-        for var in ("T", "P") if found is not None else ():
+        out[f"ratio_window_cells_a{a}"] = "0" if found is None else f"{found[1]['n_points']}"
+        for var in ("T", "P"):
+            if found is None:
+                out[f"ratio_window_slope_{var}_a{a}"] = "-"
+                out[f"ratio_window_slope_{var}_a{a}_ci"] = "-"
+                out[f"ratio_window_chi2_a{a}"] = "-"
+                out[f"ratio_window_verdict_{var}_a{a}"] = V.NOT_IDENTIFIABLE
+                continue
             fw = found[1]
             out[f"ratio_window_slope_{var}_a{a}"] = f"{fw['slopes'][var]:.2f}"
             out[f"ratio_window_slope_{var}_a{a}_ci"] = st.fmt_interval(fw["intervals"][var])
             out[f"ratio_window_chi2_a{a}"] = f"{fw['chi2_dof']:.1f}"
+            out[f"ratio_window_verdict_{var}_a{a}"] = _exp_verdict(
+                fw, var, m[f"ratio_{var}"], (0.0,)
+            )[0]
     nt = nstar(data)
     for a in sorted(nt.alpha.unique()) if not nt.empty else []:
+        m = _model(a)
         for eps in st.EPS:
             f = nstar_fit(nt, a, eps)
             g = nt[(nt.alpha == a) & (nt.eps == eps)]
             out[f"nstar_interior_a{a}_eps{eps}"] = f"{int((g.status == 'interior').sum())}"
+            out[f"nstar_imprecise_a{a}_eps{eps}"] = f"{int((g.status == 'imprecise').sum())}"
             out[f"nstar_cells_a{a}_eps{eps}"] = f"{len(g)}"
             out[f"nstar_chi2_a{a}_eps{eps}"] = f"{f['chi2_dof']:.1f}"
             found = window_fit(g[g.status == "interior"], "N_star")
             out[f"nstar_window_a{a}_eps{eps}"] = (
                 "none" if found is None else f"T >= {_sci(found[0])}"
             )
-            for var in ("T", "P") if found is not None else ():
-                fw = found[1]
-                out[f"nstar_window_slope_{var}_a{a}_eps{eps}"] = f"{fw['slopes'][var]:.2f}"
-                out[f"nstar_window_slope_{var}_a{a}_eps{eps}_ci"] = st.fmt_interval(
-                    fw["intervals"][var]
-                )
             for var in ("T", "P"):
-                out[f"nstar_slope_{var}_a{a}_eps{eps}"] = f"{f['slopes'][var]:.2f}"
-                out[f"nstar_slope_{var}_a{a}_eps{eps}_ci"] = st.fmt_interval(f["intervals"][var])
+                k = f"{var}_a{a}_eps{eps}"
+                claims = ((m[f"nstar_{var}"], (0.5,)), (0.5, (m[f"nstar_{var}"],)))
+                for name, (claimed, alt) in zip(("model", "sqrt"), claims, strict=True):
+                    out[f"nstar_verdict_{name}_{k}"] = _exp_verdict(f, var, claimed, alt)[0]
+                    out[f"nstar_window_verdict_{name}_{k}"] = (
+                        V.NOT_IDENTIFIABLE
+                        if found is None
+                        else _exp_verdict(found[1], var, claimed, alt)[0]
+                    )
+                fw = found[1] if found is not None else None
+                out[f"nstar_window_slope_{k}"] = "-" if fw is None else f"{fw['slopes'][var]:.2f}"
+                out[f"nstar_window_slope_{k}_ci"] = (
+                    "-" if fw is None else st.fmt_interval(fw["intervals"][var])
+                )
+                out[f"nstar_slope_{k}"] = f"{f['slopes'][var]:.2f}"
+                out[f"nstar_slope_{k}_ci"] = st.fmt_interval(f["intervals"][var])
     sq = sqrt_pt_table(data)
     below = sq[sq.status == "below_n"]
+    out["sqrt_pt_imprecise"] = f"{int((sq.status == 'imprecise').sum())}"
     if not below.empty:
         out["sqrt_pt_cells"] = f"{len(below)}"
         out["sqrt_pt_ratio_min"] = f"{below.ratio.min():.2f}"

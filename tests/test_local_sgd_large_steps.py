@@ -230,9 +230,20 @@ def test_analyses_run_columns_and_checks(tmp_path):
         (df.problem == "logistic") & (df.schedule == "osa") & (df.P == 8) & (df["T"] == 1000)
     ].iloc[0]
     assert (osa.ratio_to_mba - 1) / osa.ratio_se > 3
-    _well_formed(ls.checks(df))
+    rows = ls.checks(df)
+    _well_formed(rows)
     facts = ls.facts(df)
     assert facts and all(isinstance(v, str) for v in facts.values())
+    # the README's verdict facts are the verdicts of the check rows (one rule, two readers)
+    for a in sorted(set(df[df.problem == "logistic"].alpha)):
+        for x in ("T", "P"):
+            (row,) = [
+                r
+                for r in rows
+                if r["result"] == f"exponent of err(OSA)/err(MBA) - 1 in {x} (large-step model)"
+                and f"alpha={a}," in r["setting"]
+            ]
+            assert facts[f"ratio_verdict_{x}_a{a}"] == row["verdict"]
 
     sd = _roundtrip(sch.run(quick=True, cell_list=lst), tmp_path, "sch")
     assert list(sd.columns) == sch.OUT_COLUMNS
