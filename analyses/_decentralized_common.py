@@ -25,6 +25,16 @@ Tuning rules (stated once, used everywhere):
     point) go to the smaller tail error, then the smaller ``gamma``. When no grid value
     reaches the target the rule has no answer: it returns the tail rule's ``gamma`` with
     infinite bits, which the caller reports as not reached.
+
+  Upward extension (``max_extensions > 0``): while some method's choice under either rule
+  sits at the top of its grid, that method's grid gets the next value (twice its top) and the
+  tuning call is run again, up to ``max_extensions`` times. The new values are appended after
+  all the earlier (method, gamma) pairs of the call, so every earlier pair keeps its position,
+  hence its random stream, and its numbers. When the loop stops before the cap, every choice
+  lies below the top of its method's grid, and the step above it is recorded as
+  ``"diverges"`` (a replicate diverged), ``"not reached"`` (finite, but its mean never falls
+  to the target; bits rule only) or ``"worse"``; ``"cap"`` marks a choice still at the top
+  after ``max_extensions`` extensions (censored).
 """
 
 from __future__ import annotations
@@ -213,7 +223,8 @@ def tune_steps(
     seed: int,
     target: float | None = None,
     n_record: int = 20,
-) -> dict[str, dict[str, tuple[float, float]]]:
+    max_extensions: int = 0,
+) -> dict[str, Any]:
     """Best step of each method by the rules of the module docstring.
 
     ``builders[label](gamma, name)`` builds the algorithm; all (method, gamma) pairs run in
@@ -221,30 +232,98 @@ def tune_steps(
     ``n_record`` log-spaced record points, from which both rules are read (the bits rule
     costs no extra simulation). Returns ``{"tail": {label: (gamma, tail error)}}`` and, when
     ``target`` is given, ``"bits": {label: (gamma, bits to target)}`` (``inf`` bits: no grid
-    value reached ``target``, and ``gamma`` is then the tail rule's)."""
+    value reached ``target``, and ``gamma`` is then the tail rule's); ``"grid": {label:
+    steps}`` (each method's grid, ascending, after the upward extensions of the module
+    docstring), ``"above": {rule: {label: why the next larger step was not chosen}}``
+    (``"diverges"``, ``"not reached"``, ``"worse"`` or ``"cap"``) and ``"extensions"`` (how
+    many times the call was extended)."""
     grid = np.asarray(grid, dtype=float)
     if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"grid must be a non-empty 1-D array of positive steps, got {grid}")
     if target is not None and not (np.isfinite(target) and target > 0):
         raise ValueError(f"target must be a positive finite excess risk or None, got {target!r}")
-    algos, keys = [], []
-    for label, build in builders.items():
-        for g in grid:
-            cfg = f"{label}@{g:.6g}"
-            algos.append(build(float(g), cfg))
-            keys.append((label, float(g), cfg))
+    if (
+        isinstance(max_extensions, bool)
+        or not isinstance(max_extensions, (int, np.integer))
+        or (max_extensions < 0)
+    ):
+        raise ValueError(f"max_extensions must be a non-negative integer, got {max_extensions!r}")
+    pairs = [(label, float(g)) for label in builders for g in grid]
+    extensions = 0
+    while True:
+        out = _tune_once(prob, builders, pairs, steps, replicates, seed, target, n_record)
+        top = {label: max(g for lab, g in pairs if lab == label) for label in builders}
+        at_top = [
+            label
+            for label in builders
+            if any(
+                out[rule][label][0] == top[label] and np.isfinite(out[rule][label][1])
+                for rule in TUNING_RULES
+                if rule in out
+            )
+        ]
+        if not at_top or extensions == max_extensions:
+            break
+        extensions += 1
+        pairs += [(label, 2.0 * top[label]) for label in at_top]
+    out["grid"] = {
+        label: np.array(sorted(g for lab, g in pairs if lab == label)) for label in builders
+    }
+    out["above"] = {rule: {} for rule in TUNING_RULES if rule in out}
+    for rule in out["above"]:
+        for label in builders:
+            g, score = out[rule][label]
+            larger = [h for lab, h in pairs if lab == label and h > g]
+            if not larger:
+                out["above"][rule][label] = "cap" if np.isfinite(score) else "diverges"
+                continue
+            cfg = _config_name(label, min(larger))
+            out["above"][rule][label] = (
+                "diverges"
+                if out["_diverged"][cfg]
+                else "not reached"
+                if rule == "bits" and not np.isfinite(out["_bits"][cfg])
+                else "worse"
+            )
+    del out["_diverged"], out["_bits"]
+    out["extensions"] = extensions
+    return out
+
+
+def _config_name(label: str, gamma: float) -> str:
+    return f"{label}@{gamma:.6g}"
+
+
+def _tune_once(
+    prob: Any,
+    builders: dict[str, Any],
+    pairs: list[tuple[str, float]],
+    steps: int,
+    replicates: int,
+    seed: int,
+    target: float | None,
+    n_record: int,
+) -> dict[str, Any]:
+    """One tuning call over the (label, gamma) ``pairs`` in their order (which fixes each
+    pair's random stream), read by both rules (:func:`tune_steps`)."""
+    algos = [builders[label](g, _config_name(label, g)) for label, g in pairs]
     res = simulate_quiet(
         prob, algos, steps=steps, replicates=replicates, seed=seed, n_record=n_record
     )
     tail: dict[str, tuple[float, float]] = {}
     scored: dict[str, list[tuple[float, float, float]]] = {}
-    for label, g, cfg in keys:
+    diverged: dict[str, bool] = {}
+    bits_of: dict[str, float] = {}
+    for label, g in sorted(pairs, key=lambda p: (list(builders).index(p[0]), p[1])):
+        cfg = _config_name(label, g)
+        diverged[cfg] = bool(np.any(res.values[cfg].diverged_at > 0))
         e = tail_error(res, cfg)
         if label not in tail or e < tail[label][1]:
             tail[label] = (g, e)
         if target is not None:
-            scored.setdefault(label, []).append((_mean_bits_to_target(res, cfg, target), e, g))
-    out = {"tail": tail}
+            bits_of[cfg] = _mean_bits_to_target(res, cfg, target)
+            scored.setdefault(label, []).append((bits_of[cfg], e, g))
+    out: dict[str, Any] = {"tail": tail, "_diverged": diverged, "_bits": bits_of}
     if target is not None:
         bits: dict[str, tuple[float, float]] = {}
         for label, rows in scored.items():

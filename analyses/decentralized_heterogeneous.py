@@ -38,20 +38,31 @@ go to the smaller tail error; where no grid step reaches the target the tail rul
 kept, ``tuning_score = inf``); *common* -- gamma = 0.01 (least squares) or 1 / L_max (logistic)
 for all. ``tuning_score`` holds the tuning-seed tail error or bits of the chosen step. A
 bits-tuned step equal to the tail-tuned one reuses that run (the rows are the same numbers).
-Consensus
-parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pure gossip
+The grid is extended upward, method by method: while a method's choice under either rule is
+the top of its grid, twice that top is appended after every earlier (method, gamma) pair of
+the tuning call (so those keep their random streams and numbers) and the call runs again, at
+most ``MAX_EXTENSIONS`` = 8 times per setting; ``grid_top`` is the top of the method's final
+grid, ``grid_extensions`` the setting's number of extensions and ``step_above`` why the next
+larger step was not chosen (``diverges``, ``not reached``, ``worse``; ``cap``: still at the
+top after the last extension, censored). The grid is not extended downward: a choice at its
+first value is reported as at the bottom edge. Consensus parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pure gossip
 (:mod:`analyses._decentralized_common`).
 
 Runs: n = 1000 iterations, R = 16 replicates (tuning: 4 replicates on its own seed), 30
 log-spaced record points; quick mode n = 200, R = 4, zeta^2 in {0, 10}, the ring, two grid
-values and the breast-cancer Dirichlet split only. Observed: the tail rule puts the
-breast-cancer steps at the top of the grid (4 / L_max) and the synthetic ones at its bottom
-(1 / (2 L_max)), so that tuning is censored; on least squares it picks 0.01 (zeta^2 = 0, 1) or
-0.005 (zeta^2 = 10) for every method but ECD-PSGD. The bits rule picks larger steps where the
-target is reachable (least squares 0.04, the top of the grid, at zeta^2 = 0, 0.02 at
-zeta^2 = 1; the synthetic Dirichlet split 1 / L_max for three methods), which reach the target
-with 0.27 to 0.77 times the bits and then level off higher; at zeta^2 = 10 no grid step
-reaches 0.02 and it keeps the tail rule's step.
+values and the breast-cancer Dirichlet split only. Observed: with the upward extension no
+choice is left at the top of its grid (the step above each one diverges, never reaches the
+target or is worse; the check row "tuned steps at an edge of the step grid" counts them): the
+breast-cancer grids grow six times (up to 256 / L_max), the least-squares grids at zeta^2 = 0
+twice (to 0.16), the others not at all. The tail rule picks 16 to 32 / L_max on breast-cancer
+(4 / L_max for DeepSqueeze on the ring), 1 / (2 L_max) on the synthetic set (the bottom of the
+grid, which is not extended downward) and, on least squares, 0.01 (zeta^2 = 0, 1) or 0.005
+(zeta^2 = 10) for every method but ECD-PSGD (0.005: the step above diverges). The bits rule
+picks larger steps where the target is reachable (least squares 0.02 to 0.08 at zeta^2 = 0, the
+step above diverging or never reaching 0.02; 0.01 to 0.02 at zeta^2 = 1; breast-cancer 64 to
+128 / L_max; the synthetic Dirichlet split 1 / L_max for three methods), which reach the target
+with fewer bits and then level off higher; at zeta^2 = 10 no grid step reaches 0.02 and it
+keeps the tail rule's step.
 
 Bits to a target error: the first bits (and iterations) at which the mean excess-risk curve
 of the node average falls to the target (least squares: 0.02, i.e. 4 % of an initial excess
@@ -93,6 +104,9 @@ COMMON_LS, COMMON_LOGISTIC = 0.01, 1.0
 LS_TARGET, LOGISTIC_TARGET = 0.02, 0.05
 LAM, ALPHA = 0.01, 0.5
 SEED, TUNE_SEED = 1307, 7031
+#: cap on the upward extensions of each setting's step grid (one doubling of a method's top
+#: step per extension, :func:`analyses._decentralized_common.tune_steps`)
+MAX_EXTENSIONS = 8
 #: the two tuning rules of the step (``steps_kind`` values) and how the figures draw them
 TUNED_KINDS = ("tuned_tail", "tuned_bits")
 TUNED_STYLE = {"tuned_tail": "-", "tuned_bits": "--"}
@@ -147,6 +161,7 @@ def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt:
         replicates=Rt,
         seed=TUNE_SEED,
         target=float(meta["target"]),
+        max_extensions=MAX_EXTENSIONS,
     )
     # The algorithms' random streams follow their position in the call: the tail-tuned and
     # common runs come first (their draws do not depend on the bits rule), and a bits-tuned
@@ -161,16 +176,17 @@ def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt:
         if g_bits != g_tail:
             algos.append(builder(m)(g_bits, f"{m} [tuned_bits]"))
         source[m] = f"{m} [tuned_tail]" if g_bits == g_tail else f"{m} [tuned_bits]"
-        for kind, g, score in (
-            ("tuned_tail", *tuned["tail"][m]),
-            ("tuned_bits", *tuned["bits"][m]),
-            ("common", common, float("nan")),
+        top = float(tuned["grid"][m][-1])
+        for kind, g, score, above in (
+            ("tuned_tail", *tuned["tail"][m], tuned["above"]["tail"][m]),
+            ("tuned_bits", *tuned["bits"][m], tuned["above"]["bits"][m]),
+            ("common", common, float("nan"), ""),
         ):
-            info[f"{m} [{kind}]"] = (m, kind, g, score)
+            info[f"{m} [{kind}]"] = (m, kind, g, score, above, top if above else float("nan"))
     res = C.simulate_quiet(prob, algos, steps=n, replicates=R, seed=SEED, n_record=30)
     init = float(prob.errors(np.zeros(prob.d))["excess_risk"])
     rows = []
-    for name, (m, kind, g, score) in info.items():
+    for name, (m, kind, g, score, above, top) in info.items():
         comp = compressor(m)
         rows.append(
             C.frame_rows(
@@ -180,6 +196,9 @@ def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt:
                 steps_kind=kind,
                 gamma=g,
                 tuning_score=score,
+                step_above=above,
+                grid_top=top,
+                grid_extensions=int(tuned["extensions"]),
                 gamma_c=gc,
                 eta=eta,
                 compressor="none" if comp is None else comp.name,
@@ -446,7 +465,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         for kind in ("fixed", "relative"):
             sel = bt[(bt.steps_kind == steps_kind) & (bt.target_kind == kind)]
             out += _bits_checks(sel, kind, n, steps_kind)
-    out += _tuning_rule_checks(bt, n)
+    out += _tuning_rule_checks(bt, n, data)
     return out
 
 
@@ -516,14 +535,29 @@ def _bits_checks(tuned: pd.DataFrame, kind: str, n: int, steps_kind: str) -> lis
 
 
 def _grid_edge(row: pd.Series) -> str:
-    """``"top"``, ``"bottom"`` or ``""``: where ``row``'s step sits on the grid its setting was
-    tuned on (:func:`run`: the quick run, n < 1000, keeps every other value)."""
+    """``"top"``, ``"bottom"`` or ``""``: where ``row``'s step sits on the grid its method was
+    tuned on: the top is ``grid_top`` (after the upward extensions), the bottom the first value
+    of the grid of :func:`run` (the quick run, n < 1000, keeps every other value)."""
     grid = GRID if row["problem"] == "least-squares" else LOGISTIC_GRID / row["L_max"]
     grid = grid[1::2] if row["steps"] < 1000 else grid
-    # the table rounds to 4 digits; grid values are a factor 2 apart
-    if np.isclose(row["gamma"], grid[-1], rtol=1e-3):
+    # the CSV rounds to 6 digits; grid values are a factor 2 apart
+    if np.isclose(row["gamma"], row["grid_top"], rtol=1e-3):
         return "top"
     return "bottom" if np.isclose(row["gamma"], grid[0], rtol=1e-3) else ""
+
+
+def grid_edges(data: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, method, tuning rule): the chosen ``gamma``, the top of the
+    method's extended grid, the number of extensions of the setting's tuning call, ``edge``
+    (:func:`_grid_edge`) and ``step_above`` (why the next larger step was not chosen:
+    ``diverges``, ``not reached``, ``worse``; ``cap``: the choice is the top of the grid after
+    the last allowed extension)."""
+    keys = ["problem", "split", "topology", "method", "steps_kind"]
+    tuned = data[data.steps_kind.isin(TUNED_KINDS)].drop_duplicates(keys)
+    out = tuned[keys + ["gamma", "grid_top", "grid_extensions", "step_above", "L_max", "steps"]]
+    out = out.reset_index(drop=True)
+    out["edge"] = [_grid_edge(r) for _, r in out.iterrows()]
+    return out.drop(columns=["L_max", "steps"])
 
 
 def _ranks(bits: dict[str, float]) -> str:
@@ -573,11 +607,10 @@ def _fmt_ratio(r: float, lo: float, hi: float) -> str:
     return f"{r:.3g} [{lo:.2g}, {hi:.2g}]"
 
 
-def _tuning_rule_checks(bt: pd.DataFrame, n: int) -> list[dict]:
+def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[dict]:
     """Per setting (fixed target): does the ranking of the methods by bits to target change
     between the two tuning rules, and each method's bits ratio (bits rule / tail rule)."""
     out, changed, total, ratios, moved, n_methods = [], [], 0, [], 0, 0
-    edges = {(k, e): 0 for k in TUNED_KINDS for e in ("top", "bottom", "")}
     keys = ["problem", "split", "topology"]
     fixed = bt[bt.target_kind == "fixed"]
     for key, g in fixed.groupby(keys, sort=False):
@@ -596,8 +629,6 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int) -> list[dict]:
         for m in C.METHODS:
             n_methods += 1
             moved += int(t.loc[m, "gamma"] != b.loc[m, "gamma"])
-            for kind, row in (("tuned_tail", t.loc[m]), ("tuned_bits", b.loc[m])):
-                edges[kind, _grid_edge(row)] += 1
             r = bits_ratio(t.loc[m], b.loc[m])
             if np.isfinite(r[0]) and r[0] > 0 and t.loc[m, "gamma"] != b.loc[m, "gamma"]:
                 ratios.append(r[0])
@@ -640,18 +671,53 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int) -> list[dict]:
             )
             + f"; the bits rule picks another step for {moved} of {n_methods} (setting, method) "
             f"pairs; bits ratio (bits rule / tail rule) over those reaching under both: "
-            f"{spread}; step at the top / bottom of "
-            f"its grid: tail rule {edges['tuned_tail', 'top']} / {edges['tuned_tail', 'bottom']}, "
-            f"bits rule {edges['tuned_bits', 'top']} / {edges['tuned_bits', 'bottom']} of "
-            f"{n_methods}",
+            f"{spread}",
             theoretical="-",
             verdict=V.MEASURED,
             reason="the ranking is by the point estimates of bits to target; the per-setting "
-            "rows give each ratio's interval; a step at an edge of the grid is censored (one "
-            "beyond it might do better)",
+            "rows give each ratio's interval; the grid edges of the chosen steps are in the "
+            "next row",
         )
     )
+    out.append(_grid_edge_check(data, n))
     return out
+
+
+def _grid_edge_check(data: pd.DataFrame, n: int) -> dict:
+    """How many tuned steps sit at an edge of their grid after the upward extensions, and
+    why the step above each choice was not chosen."""
+    e = grid_edges(data)
+    words = {"diverges": "diverges", "not reached": "never reaches the target", "worse": "worse"}
+    parts = []
+    for kind, rule in zip(TUNED_KINDS, ("tail", "bits")):
+        g = e[e.steps_kind == kind]
+        above = ", ".join(
+            f"{int((g.step_above == a).sum())} {w}"
+            for a, w in words.items()
+            if (g.step_above == a).any()
+        )
+        parts.append(
+            f"{rule} rule: {int((g.edge == 'top').sum())} at the top "
+            f"({int((g.step_above == 'cap').sum())} with the cap reached), "
+            f"{int((g.edge == 'bottom').sum())} at the bottom of {len(g)}; next larger step: "
+            f"{above or 'none run'}"
+        )
+    ext = e.drop_duplicates(["problem", "split", "topology"]).grid_extensions
+    capped = int((e.step_above == "cap").sum())
+    return V.check_row(
+        result="tuned steps at an edge of the step grid (censored tuning)",
+        setting=f"every setting of this study, n={n}; grid extended upward by doubling a "
+        f"method's top step while its choice under either rule sits there, at most "
+        f"{MAX_EXTENSIONS} extensions per setting",
+        measured="; ".join(parts)
+        + f"; extensions per setting: min {int(ext.min())}, max {int(ext.max())}",
+        theoretical="every choice below the top of its grid (the next larger step diverges, "
+        "never reaches the target or is worse)",
+        verdict=V.HOLDS if capped == 0 else V.VIOLATED,
+        reason="no choice at the top of its grid"
+        if capped == 0
+        else f"{capped} choices at the top after {MAX_EXTENSIONS} extensions (censored)",
+    )
 
 
 def facts(data: pd.DataFrame) -> dict[str, str]:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from analyses import _decentralized_common as C
+from convkit.compression import QSGD
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 from convkit.verdicts import VERDICTS
 
@@ -46,7 +47,7 @@ def test_bits_rule_picks_the_fast_step_the_tail_rule_the_low_floor():
     assert g_tail == 0.01 and g_bits == 0.08
     assert np.isfinite(b_bits) and e_tail < 0.1
     # the tail rule is read off the same call: asking for the bits rule does not move it
-    assert _dpsgd_tuning(None) == {"tail": tuned["tail"]}
+    assert _dpsgd_tuning(None)["tail"] == tuned["tail"]
 
 
 def test_bits_rule_unreachable_target_and_ties():
@@ -58,6 +59,66 @@ def test_bits_rule_unreachable_target_and_ties():
     tie = _dpsgd_tuning(10.0)
     assert tie["bits"]["D-PSGD"][0] == tie["tail"]["D-PSGD"][0]
     assert np.isfinite(tie["bits"]["D-PSGD"][1])
+
+
+def _two_method_tuning(grid: np.ndarray, max_extensions: int) -> dict:
+    """D-PSGD (exact messages) and DCD-PSGD (QSGD, random: it draws from its own stream) on
+    the problem of :func:`_dpsgd_tuning`, target 0.1."""
+    prob = HeterogeneousLeastSquares(32, C.P, 0.0, noise=0.5, seed=0)
+    topo = C.topology("ring")
+    comp = {"D-PSGD": None, "DCD-PSGD": QSGD(s=4)}
+    return C.tune_steps(
+        prob,
+        {m: (lambda g, name, m=m: C.make_method(m, topo, g, comp[m], name=name)) for m in comp},
+        grid,
+        steps=2000,
+        replicates=4,
+        seed=5,
+        target=0.1,
+        max_extensions=max_extensions,
+    )
+
+
+def test_upward_extension_moves_a_top_choice_up_until_the_step_above_diverges():
+    """On the grid {0.01, 0.02} D-PSGD's bits rule sits at the top (0.02, censored); the
+    extension doubles the top while it does and stops at 0.08, whose next step 0.16 diverges
+    (single-sample Hessians x x^T with ||x||^2 ~ d = 32: stable below about 2 / 32)."""
+    short = np.array([0.01, 0.02])
+    capped = _two_method_tuning(short, 0)
+    assert capped["bits"]["D-PSGD"][0] == 0.02
+    assert capped["above"]["bits"]["D-PSGD"] == "cap" and capped["extensions"] == 0
+    tuned = _two_method_tuning(short, 5)
+    g_bits, b_bits = tuned["bits"]["D-PSGD"]
+    assert g_bits == 0.08 and b_bits < capped["bits"]["D-PSGD"][1]
+    np.testing.assert_array_equal(tuned["grid"]["D-PSGD"], [0.01, 0.02, 0.04, 0.08, 0.16])
+    assert tuned["above"]["bits"]["D-PSGD"] == "diverges"
+    assert all(
+        tuned[rule][m][0] < tuned["grid"][m][-1] for rule in ("tail", "bits") for m in tuned["tail"]
+    )
+    assert "cap" not in {a for rule in tuned["above"].values() for a in rule.values()}
+    assert 1 <= tuned["extensions"] <= 5
+    # the extension stops at the cap and says so
+    one = _two_method_tuning(short, 1)
+    assert one["bits"]["D-PSGD"][0] == 0.04 and one["above"]["bits"]["D-PSGD"] == "cap"
+
+
+def test_upward_extension_keeps_the_earlier_random_streams():
+    """New grid values are appended after every earlier (method, gamma) pair of the call, so
+    the pairs already there keep their positions and random streams: the DCD-PSGD (QSGD)
+    scores at its unchanged choices are bit-for-bit those of the call without extension."""
+    grid = np.array([0.005, 0.01, 0.02])
+    plain = _two_method_tuning(grid, 0)
+    ext = _two_method_tuning(grid, 5)
+    assert ext["extensions"] >= 1  # D-PSGD's bits choice was at the top and moved
+    assert ext["bits"]["D-PSGD"][0] > plain["bits"]["D-PSGD"][0] == 0.02
+    assert ext["tail"]["DCD-PSGD"] == plain["tail"]["DCD-PSGD"]
+    assert ext["tail"]["D-PSGD"] == plain["tail"]["D-PSGD"]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_tune_steps_rejects_a_bad_max_extensions(bad):
+    with pytest.raises(ValueError, match="max_extensions must be a non-negative integer"):
+        C.tune_steps(None, {}, GRID, steps=10, replicates=1, seed=0, max_extensions=bad)
 
 
 @pytest.mark.parametrize("target", [0.0, -1.0, float("nan"), float("inf")])
@@ -102,6 +163,8 @@ def test_quick_heterogeneous_study():
     n_settings = len(data.drop_duplicates(["problem", "split", "topology"]))
     assert len(ranking) == n_settings
     assert any(r["result"].startswith("does tuning for bits") for r in rows)
+    edge = [r for r in rows if r["result"].startswith("tuned steps at an edge")]
+    assert len(edge) == 1 and edge[0]["verdict"] in (VERDICTS[0], VERDICTS[1])
 
 
 def test_committed_data_at_both_tuned_steps():
@@ -115,3 +178,18 @@ def test_committed_data_at_both_tuned_steps():
     facts = M.facts(data)
     for prefix in ("bits_fixed", "bitstuned_fixed", "gamma_tail", "gamma_bits"):
         assert f"{prefix}_zeta_0_ring_deepsqueeze" in facts
+
+
+def test_committed_tuning_is_uncensored_at_the_top():
+    """Every tuned step of the committed data lies strictly below the top of its method's
+    (extended) grid, and the step above it diverges, never reaches the target or is worse;
+    the edge check row says the same (on the grid before the extension 34 of the 90 bits-rule
+    choices sat at its top)."""
+    M = importlib.import_module("analyses.decentralized_heterogeneous")
+    data = pd.read_csv(FIGURES / "decentralized_heterogeneous.csv")
+    e = M.grid_edges(data)
+    assert len(e) == 2 * len(data.drop_duplicates(["problem", "split", "topology", "method"]))
+    assert set(e.step_above) <= {"diverges", "not reached", "worse"}
+    assert (e.edge != "top").all() and (e.gamma < e.grid_top).all()
+    row = [r for r in M.checks(data) if r["result"].startswith("tuned steps at an edge")]
+    assert len(row) == 1 and row[0]["verdict"] == "holds"
