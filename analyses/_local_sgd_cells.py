@@ -24,14 +24,17 @@ replicates with the paired delta-method standard error
 
 Replicates by precision (logistic cells): a pilot of ``Cell.replicates`` replicates gives each
 ratio's relative standard error ``se / ratio``; the cell is then topped up (one more
-:func:`convkit.simulate` call on its own seed, all schedules on common random numbers again)
-to ``R = ceil(1.2 R_pilot (max rel. se / PRECISION)^2)`` replicates, where the maximum runs over
-every ratio a verdict can read (``ratio_to_mba`` of every schedule, ``ratio_to_even`` of the
-families and ``best``), capped at ``Cell.max_replicates`` (the gradient budget
-:data:`REPLICATE_BUDGET` per schedule).  A ratio whose final ``se / ratio`` is still above
-:data:`PRECISION` is *imprecise* (:func:`precise`) and the analyses give it no verdict.  The
-top-up size is chosen from the pilot only (one stage, no repeated looks), so the reported
-standard errors are those of a fixed-size sample given the pilot.
+:func:`convkit.simulate` call per stage, each on its own seed, all schedules on common random
+numbers again) to ``R = ceil(1.2 R_now (max rel. se / PRECISION)^2)`` replicates, where the
+maximum runs over every ratio a verdict can read (``ratio_to_mba`` of every schedule,
+``ratio_to_even`` of the families and ``best``), capped at ``Cell.max_replicates`` (the
+gradient budget :data:`REPLICATE_BUDGET` per schedule); at most :data:`TOP_UP_STAGES` stages,
+stopping as soon as every ratio meets :data:`PRECISION` (one stage often lands just above it:
+heavy-tailed errors make the pilot's SE an underestimate).  A ratio whose final ``se / ratio``
+is still above :data:`PRECISION` is *imprecise* (:func:`precise`) and the analyses give it no
+verdict.  The reported standard errors are those of the final sample; with at most three looks
+the optional-stopping effect on their coverage is small, and it is on the side of a few more
+replicates, never of fewer.
 
 Cells are cached on disk (``.convkit-cache/local_sgd_cells/`` of the repository, or
 ``$CONVKIT_CELL_CACHE``) under a digest of their settings and :data:`CACHE_VERSION`, so that
@@ -97,6 +100,8 @@ REPLICATE_BUDGET = 128_000_000
 MAX_REPLICATES = 8192
 #: Safety factor of the top-up (the pilot's SE is itself estimated).
 TOP_UP_SAFETY = 1.2
+#: Most top-up stages of a cell.
+TOP_UP_STAGES = 3
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,9 @@ class Cell:
 
     def cache_key(self) -> str:
         """Name of the cell's cache file: :meth:`key`, the top-up rule (cap,
-        :data:`PRECISION`, :data:`TOP_UP_SAFETY`) and :data:`CACHE_VERSION`."""
-        rule = f"{self.max_replicates}:{PRECISION}:{TOP_UP_SAFETY}"
+        :data:`PRECISION`, :data:`TOP_UP_SAFETY`, :data:`TOP_UP_STAGES`) and
+        :data:`CACHE_VERSION`."""
+        rule = f"{self.max_replicates}:{PRECISION}:{TOP_UP_SAFETY}:{TOP_UP_STAGES}"
         tag = hashlib.sha256(rule.encode()).hexdigest()[:6]
         return f"{self.key()}-{tag}-c{CACHE_VERSION}"
 
@@ -162,9 +168,11 @@ class Cell:
         """Seed of the pilot."""
         return zlib.crc32(self.key().encode())
 
-    def top_up_seed(self) -> int:
-        """Seed of the precision top-up (independent of the pilot's stream)."""
-        return zlib.crc32((self.key() + ":top-up").encode())
+    def top_up_seed(self, stage: int = 1) -> int:
+        """Seed of top-up ``stage`` (1, 2, ...; independent of the pilot's and of the other
+        stages' streams)."""
+        tag = ":top-up" if stage == 1 else f":top-up{stage}"
+        return zlib.crc32((self.key() + tag).encode())
 
 
 # ------------------------------------------------------------------------------ problems
@@ -433,9 +441,9 @@ def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
     error on the even-numbered replicates, reported (``err``, ratios) on the odd-numbered
     replicates only, so that the selection does not bias the reported error; its ``replicates``
     is the held-out count and ``p`` the chosen power.  Replicates by precision (module
-    docstring): a pilot of ``cell.replicates``, then one top-up to
-    :func:`required_replicates` (at most ``cell.max_replicates``) when the pilot's ratios are
-    less precise than :data:`PRECISION`.  Replicates with a non-finite error are dropped (the
+    docstring): a pilot of ``cell.replicates``, then up to :data:`TOP_UP_STAGES` top-ups to
+    :func:`required_replicates` (at most ``cell.max_replicates``) while some ratio is less
+    precise than :data:`PRECISION`.  Replicates with a non-finite error are dropped (the
     ``replicates`` column counts the rest).  ``threads``: :func:`convkit.simulate`'s (all cores
     by default; the values do not depend on it)."""
     prob, C, theta0 = problem_of(cell)
@@ -444,12 +452,14 @@ def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
     algs = _algorithms(cell, step, cfg)
     E = _final_errors(cell, prob, algs, theta0, cell.replicates, cell.seed(), threads)
     rows = _logistic_rows(cell, cfg, E)
-    if cell.max_replicates > cell.replicates:
-        extra = min(required_replicates(rows, cell.replicates), cell.max_replicates)
-        extra -= cell.replicates
-        if extra > 0:
-            top = _final_errors(cell, prob, algs, theta0, extra, cell.top_up_seed(), threads)
-            rows = _logistic_rows(cell, cfg, np.concatenate([E, top], axis=1))
+    for stage in range(1, TOP_UP_STAGES + 1):
+        R = E.shape[1]
+        extra = min(required_replicates(rows, R), cell.max_replicates) - R
+        if extra <= 0 or not (relative_se(rows) > PRECISION).any():
+            break
+        top = _final_errors(cell, prob, algs, theta0, extra, cell.top_up_seed(stage), threads)
+        E = np.concatenate([E, top], axis=1)
+        rows = _logistic_rows(cell, cfg, E)
     return rows
 
 

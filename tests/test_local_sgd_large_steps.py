@@ -122,7 +122,10 @@ def test_precision_rule_and_top_up(monkeypatch):
     assert (a.replicates[a.schedule != "best"] == 32).all()
     R = int(b.replicates[b.schedule == "mba"].iloc[0])
     need = cells.required_replicates(a, 32)
-    assert R == min(need, 160) and R > 32  # the pilot at T = 1e3, P = 8 is far from 3 %
+    # the pilot at T = 1e3, P = 8 is far from 3 %: the first stage reaches what the pilot asks
+    # for, later stages (at most TOP_UP_STAGES in all) only add while some ratio is above 3 %
+    assert min(need, 160) <= R <= 160 and R > 32
+    assert R == 160 or not (cells.relative_se(b) > cells.PRECISION).any()
     assert cells.relative_se(b).max() < cells.relative_se(a).max()
     with pytest.raises(ValueError, match="max_replicates = 16"):
         cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32, max_replicates=16)
