@@ -182,10 +182,10 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
     cp.legend_outside(axes[len(alphas) - 1], where="right")
     fig.suptitle(
         "Online logistic regression, d=2, ||theta*||=1, theta0=0, C L=2, gamma_k = C k^-alpha: "
-        "one-shot averaging vs MBA (paired, 95 % bars; model slopes dashed, drawn through the joint "
-        "fit at the centre of the shaded window T >= T_min, the longest where a power law fits;\n"
-        "white-filled: paired SE > 3 % of the ratio at the replicate cap, left out of every fit "
-        "and verdict)",
+        "one-shot averaging vs MBA (paired, 95 % bars)\nmodel slopes dashed, drawn through the "
+        "joint fit at the centre of the shaded window T >= T_min, the longest where a power law "
+        "fits\nwhite-filled: paired SE > 3 % of the ratio at the replicate cap, left out of every "
+        "fit and verdict",
         fontsize=10,
     )
     fig.tight_layout()

@@ -401,8 +401,13 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
             continue
         x = g.zeta2 + 0.25  # zeta^2 = 0 on the log axis
         ax.errorbar(
-            x, g.C2, yerr=[g.C2 - g.C2_lo, g.C2_hi - g.C2], fmt=marker + "-",
-            color=color("DeepSqueeze"), mfc="white" if part == "additive" else None, label=label,
+            x,
+            g.C2,
+            yerr=[g.C2 - g.C2_lo, g.C2_hi - g.C2],
+            fmt=marker + "-",
+            color=color("DeepSqueeze"),
+            mfc="white" if part == "additive" else None,
+            label=label,
         )
     ax.set(
         xscale="log",
@@ -533,8 +538,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         out.append(
             V.check_row(
                 result="C_2 grows with zeta^2 (additive noise: zeta^2 a pure bias)",
-                setting=setting.replace("sigma=0.5", "additive noise sigma=0.5")
-                + "; ring, k=8",
+                setting=setting.replace("sigma=0.5", "additive noise sigma=0.5") + "; ring, k=8",
                 measured=f"zeta2 -> C_2 [95%]: {txt}; exponent of Delta in T: {exps}",
                 theoretical="monotone (Tang et al. 2019) [paper]",
                 verdict=verdict,
