@@ -173,6 +173,18 @@ def _exp_row(result, setting, fit, var, claimed, alternatives, extra="") -> dict
     )
 
 
+def _kappa_moves(nt: pd.DataFrame, alpha: float, eps: float) -> str:
+    """How the joint N* fit moves when only cells with ``N* <= n / kappa`` are kept."""
+    moves = []
+    for kappa in KAPPAS:
+        fk = nstar_fit(nt, alpha, eps, kappa)
+        moves.append(
+            f"kappa={kappa:g}: T {fk['slopes']['T']:.2f}, P {fk['slopes']['P']:.2f} "
+            f"({fk['n_points']} cells)"
+        )
+    return "; ".join(moves)
+
+
 def window_fit(g: pd.DataFrame, column: str) -> tuple[float, dict[str, Any]] | None:
     """The joint power-law fit of ``column`` (``ratio_to_mba``: the OSA gap ``ratio - 1``
     with ``ratio_se``; ``N_star``: with ``N_star se_log``) over the longest window
@@ -278,14 +290,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             g = nt[(nt.alpha == a) & (nt.eps == eps)]
             counts = g.status.value_counts().to_dict()
             f = nstar_fit(nt, a, eps)
-            moves = []
-            for kappa in KAPPAS:
-                fk = nstar_fit(nt, a, eps, kappa)
-                moves.append(
-                    f"kappa={kappa:g}: T {fk['slopes']['T']:.2f}, P {fk['slopes']['P']:.2f} "
-                    f"({fk['n_points']} cells)"
-                )
-            extra = "; cap N* <= n/kappa: " + "; ".join(moves)
+            extra = "; cap N* <= n/kappa: " + _kappa_moves(nt, a, eps)
             stat = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
             for var, key in (("T", "nstar_T"), ("P", "nstar_P")):
                 sett = f"{setting0}, alpha={a}, eps={eps}, interior cells ({stat})"
@@ -465,11 +470,13 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
                 fw, var, m[f"ratio_{var}"], (0.0,)
             )[0]
     nt = nstar(data)
+    windows = []
     for a in sorted(nt.alpha.unique()) if not nt.empty else []:
         m = _model(a)
         for eps in st.EPS:
             f = nstar_fit(nt, a, eps)
             g = nt[(nt.alpha == a) & (nt.eps == eps)]
+            out[f"nstar_kappa_moves_a{a}_eps{eps}"] = _kappa_moves(nt, a, eps)
             out[f"nstar_interior_a{a}_eps{eps}"] = f"{int((g.status == 'interior').sum())}"
             out[f"nstar_imprecise_a{a}_eps{eps}"] = f"{int((g.status == 'imprecise').sum())}"
             out[f"nstar_cells_a{a}_eps{eps}"] = f"{len(g)}"
@@ -478,6 +485,8 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
             out[f"nstar_window_a{a}_eps{eps}"] = (
                 "none" if found is None else f"T >= {_sci(found[0])}"
             )
+            if found is not None:
+                windows.append(f"alpha={a}, eps={eps}: T >= {_sci(found[0])}")
             for var in ("T", "P"):
                 k = f"{var}_a{a}_eps{eps}"
                 claims = ((m[f"nstar_{var}"], (0.5,)), (0.5, (m[f"nstar_{var}"],)))
@@ -495,6 +504,7 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
                 )
                 out[f"nstar_slope_{k}"] = f"{f['slopes'][var]:.2f}"
                 out[f"nstar_slope_{k}_ci"] = st.fmt_interval(f["intervals"][var])
+    out["nstar_windows"] = "; ".join(windows) if windows else "none"
     sq = sqrt_pt_table(data)
     below = sq[sq.status == "below_n"]
     out["sqrt_pt_imprecise"] = f"{int((sq.status == 'imprecise').sum())}"

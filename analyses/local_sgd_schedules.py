@@ -168,8 +168,13 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
 def facts(data: pd.DataFrame) -> dict[str, str]:
     """README numbers from the CSV data: per problem and family, beats/pairs and savings."""
     out: dict[str, str] = {}
+    verdicts = {row["result"]: row["verdict"] for row in checks(data)}
     for _, r in summary(data).iterrows():
         k = f"{r.problem}_{r.family}"
+        out[f"{k}_verdict"] = verdicts[
+            f"{r.family} beats evenly spaced rounds at equal N ({r.problem})"
+        ]
+        out[f"{k}_imprecise"] = f"{r.imprecise}"
         out[f"{k}_beats"] = f"{r.beats}/{r.pairs}"
         out[f"{k}_median_saving"] = f"{100 * r.median_saving:.0f} %"
         out[f"{k}_max_saving"] = f"{100 * r.max_saving:.0f} %"
