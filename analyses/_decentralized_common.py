@@ -26,15 +26,19 @@ Tuning rules (stated once, used everywhere):
     reaches the target the rule has no answer: it returns the tail rule's ``gamma`` with
     infinite bits, which the caller reports as not reached.
 
-  Upward extension (``max_extensions > 0``): while some method's choice under either rule
+  Grid extension (``max_extensions > 0``): while some method's choice under either rule
   sits at the top of its grid, that method's grid gets the next value (twice its top) and the
-  tuning call is run again, up to ``max_extensions`` times. The new values are appended after
-  all the earlier (method, gamma) pairs of the call, so every earlier pair keeps its position,
-  hence its random stream, and its numbers. When the loop stops before the cap, every choice
-  lies below the top of its method's grid, and the step above it is recorded as
-  ``"diverges"`` (a replicate diverged), ``"not reached"`` (finite, but its mean never falls
-  to the target; bits rule only) or ``"worse"``; ``"cap"`` marks a choice still at the top
-  after ``max_extensions`` extensions (censored).
+  tuning call is run again, up to ``max_extensions`` times; then, while some choice sits at
+  the bottom, the grid gets half its bottom, again up to ``max_extensions`` times. A bits-rule
+  choice with no step reaching the target is the tail rule's step and moves only with that
+  rule. The new values are appended after all the earlier (method, gamma) pairs of the call,
+  so every earlier pair keeps its position, hence its random stream, and its numbers (and the
+  upward values keep the positions they have without the downward ones). When neither loop
+  stops at the cap, every choice lies strictly inside its method's grid; the step above it is
+  recorded as ``"diverges"`` (a replicate diverged), ``"not reached"`` (finite, but its mean
+  never falls to the target; bits rule only) or ``"worse"``, and so is the step below it;
+  ``"cap"`` marks a choice still at an end after ``max_extensions`` extensions there
+  (censored).
 """
 
 from __future__ import annotations
@@ -233,10 +237,11 @@ def tune_steps(
     costs no extra simulation). Returns ``{"tail": {label: (gamma, tail error)}}`` and, when
     ``target`` is given, ``"bits": {label: (gamma, bits to target)}`` (``inf`` bits: no grid
     value reached ``target``, and ``gamma`` is then the tail rule's); ``"grid": {label:
-    steps}`` (each method's grid, ascending, after the upward extensions of the module
-    docstring), ``"above": {rule: {label: why the next larger step was not chosen}}``
-    (``"diverges"``, ``"not reached"``, ``"worse"`` or ``"cap"``) and ``"extensions"`` (how
-    many times the call was extended)."""
+    steps}`` (each method's grid, ascending, after the extensions of the module docstring),
+    ``"above"`` and ``"below"``: ``{rule: {label: why the next larger / smaller step was not
+    chosen}}`` (``"diverges"``, ``"not reached"``, ``"worse"`` or ``"cap"``), and
+    ``"extensions"`` (how many times the call was extended; ``"extensions_up"`` +
+    ``"extensions_down"``, each at most ``max_extensions``)."""
     grid = np.asarray(grid, dtype=float)
     if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"grid must be a non-empty 1-D array of positive steps, got {grid}")
@@ -249,45 +254,82 @@ def tune_steps(
     ):
         raise ValueError(f"max_extensions must be a non-negative integer, got {max_extensions!r}")
     pairs = [(label, float(g)) for label in builders for g in grid]
-    extensions = 0
+    extensions = {"up": 0, "down": 0}
     while True:
         out = _tune_once(prob, builders, pairs, steps, replicates, seed, target, n_record)
-        top = {label: max(g for lab, g in pairs if lab == label) for label in builders}
-        at_top = [
-            label
-            for label in builders
-            if any(
-                out[rule][label][0] == top[label] and np.isfinite(out[rule][label][1])
-                for rule in TUNING_RULES
-                if rule in out
-            )
-        ]
-        if not at_top or extensions == max_extensions:
+        ends = _grid_ends(pairs, builders)
+        at = {side: _at_edge(out, ends, side) for side in ("up", "down")}
+        # upward first: the pairs of the upward extensions keep the positions (random streams)
+        # they have when the grid is extended upward only
+        side = next((s for s in ("up", "down") if at[s] and extensions[s] < max_extensions), None)
+        if side is None:
             break
-        extensions += 1
-        pairs += [(label, 2.0 * top[label]) for label in at_top]
+        extensions[side] += 1
+        factor = 2.0 if side == "up" else 0.5
+        pairs += [(label, factor * ends[side][label]) for label in at[side]]
     out["grid"] = {
         label: np.array(sorted(g for lab, g in pairs if lab == label)) for label in builders
     }
-    out["above"] = {rule: {} for rule in TUNING_RULES if rule in out}
-    for rule in out["above"]:
+    out["above"] = _next_step_reasons(out, pairs, builders, "up")
+    out["below"] = _next_step_reasons(out, pairs, builders, "down")
+    del out["_diverged"], out["_bits"]
+    out["extensions"] = extensions["up"] + extensions["down"]
+    out["extensions_up"], out["extensions_down"] = extensions["up"], extensions["down"]
+    return out
+
+
+def _grid_ends(pairs: list[tuple[str, float]], builders: dict[str, Any]) -> dict:
+    """``{"up": {label: top of its grid}, "down": {label: bottom of its grid}}``."""
+    return {
+        "up": {label: max(g for lab, g in pairs if lab == label) for label in builders},
+        "down": {label: min(g for lab, g in pairs if lab == label) for label in builders},
+    }
+
+
+def _at_edge(out: dict[str, Any], ends: dict, side: str) -> list[str]:
+    """The methods whose choice under some rule sits at the ``side`` end of their grid and
+    would move if it were extended there. A bits-rule choice counts only when some step
+    reached the target (finite bits): otherwise it is the tail rule's step, extended by that
+    rule. At the top a tail-rule choice counts only with a finite tail error; at the bottom
+    always (an infinite tail error at the smallest step means every step diverged)."""
+    return [
+        label
+        for label in ends[side]
+        if any(
+            out[rule][label][0] == ends[side][label]
+            and (np.isfinite(out[rule][label][1]) or (rule == "tail" and side == "down"))
+            for rule in TUNING_RULES
+            if rule in out
+        )
+    ]
+
+
+def _next_step_reasons(
+    out: dict[str, Any], pairs: list[tuple[str, float]], builders: dict[str, Any], side: str
+) -> dict[str, dict[str, str]]:
+    """``{rule: {label: why the neighbouring grid step on ``side`` ("up": the next larger,
+    "down": the next smaller) was not chosen}}``: ``"diverges"`` (a replicate diverged),
+    ``"not reached"`` (finite, but its mean never falls to the target; bits rule only),
+    ``"worse"`` (larger tail error, or more bits, or a tie lost); with no step on that side:
+    ``"cap"`` (the choice is the end of its grid after the last allowed extension) or, above
+    a choice with infinite score, ``"diverges"``."""
+    reasons: dict[str, dict[str, str]] = {rule: {} for rule in TUNING_RULES if rule in out}
+    for rule in reasons:
         for label in builders:
             g, score = out[rule][label]
-            larger = [h for lab, h in pairs if lab == label and h > g]
-            if not larger:
-                out["above"][rule][label] = "cap" if np.isfinite(score) else "diverges"
+            beyond = [h for lab, h in pairs if lab == label and (h > g if side == "up" else h < g)]
+            if not beyond:
+                reasons[rule][label] = "cap" if side == "down" or np.isfinite(score) else "diverges"
                 continue
-            cfg = _config_name(label, min(larger))
-            out["above"][rule][label] = (
+            cfg = _config_name(label, min(beyond) if side == "up" else max(beyond))
+            reasons[rule][label] = (
                 "diverges"
                 if out["_diverged"][cfg]
                 else "not reached"
                 if rule == "bits" and not np.isfinite(out["_bits"][cfg])
                 else "worse"
             )
-    del out["_diverged"], out["_bits"]
-    out["extensions"] = extensions
-    return out
+    return reasons
 
 
 def _config_name(label: str, gamma: float) -> str:

@@ -38,31 +38,39 @@ go to the smaller tail error; where no grid step reaches the target the tail rul
 kept, ``tuning_score = inf``); *common* -- gamma = 0.01 (least squares) or 1 / L_max (logistic)
 for all. ``tuning_score`` holds the tuning-seed tail error or bits of the chosen step. A
 bits-tuned step equal to the tail-tuned one reuses that run (the rows are the same numbers).
-The grid is extended upward, method by method: while a method's choice under either rule is
-the top of its grid, twice that top is appended after every earlier (method, gamma) pair of
-the tuning call (so those keep their random streams and numbers) and the call runs again, at
-most ``MAX_EXTENSIONS`` = 8 times per setting; ``grid_top`` is the top of the method's final
-grid, ``grid_extensions`` the setting's number of extensions and ``step_above`` why the next
-larger step was not chosen (``diverges``, ``not reached``, ``worse``; ``cap``: still at the
-top after the last extension, censored). The grid is not extended downward: a choice at its
-first value is reported as at the bottom edge. Consensus parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pure gossip
+The grid is extended at both ends, method by method: while a method's choice under either
+rule is the top of its grid, twice that top is appended after every earlier (method, gamma)
+pair of the tuning call (so those keep their random streams and numbers) and the call runs
+again, at most ``MAX_EXTENSIONS`` = 8 times per setting; then, while a choice is the bottom
+of its grid, half that bottom is appended likewise, again at most 8 times. A bits-rule
+choice where no step reaches the target is the tail rule's step and moves with that rule
+only. ``grid_bottom`` and ``grid_top`` are the ends of the method's final grid,
+``grid_extensions`` the setting's number of extensions (both ends) and ``step_below`` /
+``step_above`` why the next smaller / larger step was not chosen (``diverges``, ``not
+reached``, ``worse``; ``cap``: still at that end after the last extension there, censored).
+Consensus parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pure gossip
 (:mod:`analyses._decentralized_common`).
 
 Runs: n = 1000 iterations, R = 16 replicates (tuning: 4 replicates on its own seed), 30
 log-spaced record points; quick mode n = 200, R = 4, zeta^2 in {0, 10}, the ring, two grid
-values and the breast-cancer Dirichlet split only. Observed: with the upward extension no
-choice is left at the top of its grid (the step above each one diverges, never reaches the
-target or is worse; the check row "tuned steps at an edge of the step grid" counts them): the
-breast-cancer grids grow six times (up to 256 / L_max), the least-squares grids at zeta^2 = 0
-twice (to 0.16), the others not at all. The tail rule picks 16 to 32 / L_max on breast-cancer
-(4 / L_max for DeepSqueeze on the ring), 1 / (2 L_max) on the synthetic set (the bottom of the
-grid, which is not extended downward) and, on least squares, 0.01 (zeta^2 = 0, 1) or 0.005
-(zeta^2 = 10) for every method but ECD-PSGD (0.005: the step above diverges). The bits rule
-picks larger steps where the target is reachable (least squares 0.02 to 0.08 at zeta^2 = 0, the
-step above diverging or never reaching 0.02; 0.01 to 0.02 at zeta^2 = 1; breast-cancer 64 to
-128 / L_max; the synthetic Dirichlet split 1 / L_max for three methods), which reach the target
-with fewer bits and then level off higher; at zeta^2 = 10 no grid step reaches 0.02 and it
-keeps the tail rule's step.
+values and the breast-cancer Dirichlet split only. Observed: with the extensions at both ends
+no choice is left at the top of its grid, and the only ones at its bottom are ECD-PSGD's in 11
+of the 15 settings (every least-squares one, breast-cancer by label, synthetic by label),
+after the 8 halvings (0.005 / 256 on least squares): no step lowers its error below the
+initial one (its error grows over the run at every step tried, a smaller step only lowers
+how far; on the original grid every step diverged), so the tail rule has no interior optimum
+and the bits rule, never reaching the target, keeps that step; the check row "tuned steps at
+an edge of the step grid" counts them. Every other choice has a worse, diverging or
+never-reaching step on both sides: the breast-cancer grids grow six times upward (up to 256
+/ L_max), the least-squares grids at zeta^2 = 0 twice (to 0.16). The tail rule picks 16 to
+32 / L_max on breast-cancer (4 / L_max for DeepSqueeze on the ring), 1 / (2 L_max) on the
+synthetic set (1 / (4 L_max) for DeepSqueeze split by label; the step below is worse) and,
+on least squares, 0.01 (zeta^2 = 0, 1) or 0.005 (zeta^2 = 10; 0.0025 is worse) for every
+method but ECD-PSGD. The bits rule picks larger steps where the target is reachable (least
+squares 0.02 to 0.08 at zeta^2 = 0, the step above diverging or never reaching 0.02; 0.01 to
+0.02 at zeta^2 = 1; breast-cancer 64 to 128 / L_max; the synthetic Dirichlet split 1 / L_max
+for three methods), which reach the target with fewer bits and then level off higher; at
+zeta^2 = 10 no grid step reaches 0.02 and it keeps the tail rule's step.
 
 Bits to a target error: the first bits (and iterations) at which the mean excess-risk curve
 of the node average falls to the target (least squares: 0.02, i.e. 4 % of an initial excess
@@ -104,8 +112,9 @@ COMMON_LS, COMMON_LOGISTIC = 0.01, 1.0
 LS_TARGET, LOGISTIC_TARGET = 0.02, 0.05
 LAM, ALPHA = 0.01, 0.5
 SEED, TUNE_SEED = 1307, 7031
-#: cap on the upward extensions of each setting's step grid (one doubling of a method's top
-#: step per extension, :func:`analyses._decentralized_common.tune_steps`)
+#: cap on the extensions of each setting's step grid at each end (one doubling of a method's
+#: top step, or one halving of its bottom step, per extension,
+#: :func:`analyses._decentralized_common.tune_steps`)
 MAX_EXTENSIONS = 8
 #: the two tuning rules of the step (``steps_kind`` values) and how the figures draw them
 TUNED_KINDS = ("tuned_tail", "tuned_bits")
@@ -176,17 +185,21 @@ def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt:
         if g_bits != g_tail:
             algos.append(builder(m)(g_bits, f"{m} [tuned_bits]"))
         source[m] = f"{m} [tuned_tail]" if g_bits == g_tail else f"{m} [tuned_bits]"
-        top = float(tuned["grid"][m][-1])
-        for kind, g, score, above in (
-            ("tuned_tail", *tuned["tail"][m], tuned["above"]["tail"][m]),
-            ("tuned_bits", *tuned["bits"][m], tuned["above"]["bits"][m]),
-            ("common", common, float("nan"), ""),
-        ):
-            info[f"{m} [{kind}]"] = (m, kind, g, score, above, top if above else float("nan"))
+        ends = (float(tuned["grid"][m][0]), float(tuned["grid"][m][-1]))
+        for kind, rule in (("tuned_tail", "tail"), ("tuned_bits", "bits")):
+            info[f"{m} [{kind}]"] = (
+                m,
+                kind,
+                *tuned[rule][m],
+                {"above": tuned["above"][rule][m], "below": tuned["below"][rule][m]},
+                ends,
+            )
+        nan = float("nan")
+        info[f"{m} [common]"] = (m, "common", common, nan, {"above": "", "below": ""}, (nan, nan))
     res = C.simulate_quiet(prob, algos, steps=n, replicates=R, seed=SEED, n_record=30)
     init = float(prob.errors(np.zeros(prob.d))["excess_risk"])
     rows = []
-    for name, (m, kind, g, score, above, top) in info.items():
+    for name, (m, kind, g, score, why, (bottom, top)) in info.items():
         comp = compressor(m)
         rows.append(
             C.frame_rows(
@@ -196,8 +209,10 @@ def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt:
                 steps_kind=kind,
                 gamma=g,
                 tuning_score=score,
-                step_above=above,
+                step_above=why["above"],
+                step_below=why["below"],
                 grid_top=top,
+                grid_bottom=bottom,
                 grid_extensions=int(tuned["extensions"]),
                 gamma_c=gc,
                 eta=eta,
@@ -536,28 +551,34 @@ def _bits_checks(tuned: pd.DataFrame, kind: str, n: int, steps_kind: str) -> lis
 
 def _grid_edge(row: pd.Series) -> str:
     """``"top"``, ``"bottom"`` or ``""``: where ``row``'s step sits on the grid its method was
-    tuned on: the top is ``grid_top`` (after the upward extensions), the bottom the first value
-    of the grid of :func:`run` (the quick run, n < 1000, keeps every other value)."""
-    grid = GRID if row["problem"] == "least-squares" else LOGISTIC_GRID / row["L_max"]
-    grid = grid[1::2] if row["steps"] < 1000 else grid
+    tuned on, ``[grid_bottom, grid_top]`` after the extensions at both ends (a one-value grid
+    counts as its top)."""
     # the CSV rounds to 6 digits; grid values are a factor 2 apart
     if np.isclose(row["gamma"], row["grid_top"], rtol=1e-3):
         return "top"
-    return "bottom" if np.isclose(row["gamma"], grid[0], rtol=1e-3) else ""
+    return "bottom" if np.isclose(row["gamma"], row["grid_bottom"], rtol=1e-3) else ""
 
 
 def grid_edges(data: pd.DataFrame) -> pd.DataFrame:
-    """One row per (setting, method, tuning rule): the chosen ``gamma``, the top of the
-    method's extended grid, the number of extensions of the setting's tuning call, ``edge``
-    (:func:`_grid_edge`) and ``step_above`` (why the next larger step was not chosen:
-    ``diverges``, ``not reached``, ``worse``; ``cap``: the choice is the top of the grid after
-    the last allowed extension)."""
+    """One row per (setting, method, tuning rule): the chosen ``gamma``, the bottom and top of
+    the method's extended grid, the number of extensions of the setting's tuning call, ``edge``
+    (:func:`_grid_edge`), ``step_above`` / ``step_below`` (why the next larger / smaller step
+    was not chosen: ``diverges``, ``not reached``, ``worse``; ``cap``: the choice is that end
+    of the grid after the last allowed extension there), ``reached`` (``False``: no step
+    reached the target, the bits rule keeps the tail rule's step) and ``no_gain``: the
+    method's tail-rule tuning error (the smallest over its grid) is no lower than the initial
+    excess risk, so no step tried lowers the error at all (the rule's infimum is gamma -> 0,
+    not moving; a choice at the bottom is then not a censored optimum)."""
     keys = ["problem", "split", "topology", "method", "steps_kind"]
     tuned = data[data.steps_kind.isin(TUNED_KINDS)].drop_duplicates(keys)
-    out = tuned[keys + ["gamma", "grid_top", "grid_extensions", "step_above", "L_max", "steps"]]
-    out = out.reset_index(drop=True)
+    cols = ["gamma", "grid_bottom", "grid_top", "grid_extensions", "step_below", "step_above"]
+    out = tuned[keys + cols + ["tuning_score"]].reset_index(drop=True)
     out["edge"] = [_grid_edge(r) for _, r in out.iterrows()]
-    return out.drop(columns=["L_max", "steps"])
+    out["reached"] = np.isfinite(out.tuning_score.to_numpy(dtype=float))
+    tail = tuned[tuned.steps_kind == "tuned_tail"]
+    no_gain = tail.set_index(keys[:-1]).eval("tuning_score >= initial_error").rename("no_gain")
+    out = out.join(no_gain, on=keys[:-1])
+    return out.drop(columns=["tuning_score"])
 
 
 def _ranks(bits: dict[str, float]) -> str:
@@ -684,39 +705,57 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[di
 
 
 def _grid_edge_check(data: pd.DataFrame, n: int) -> dict:
-    """How many tuned steps sit at an edge of their grid after the upward extensions, and
-    why the step above each choice was not chosen."""
+    """How many tuned steps sit at an edge of their grid after the extensions at both ends,
+    and why the steps next to each choice were not chosen. A bits-rule choice where no step
+    reaches the target is the tail rule's step (it moves only with that rule); it counts at
+    an edge exactly when that step does, and the steps next to it never reach the target or
+    diverge. A choice at the bottom after the last extension is censored unless no step of
+    its grid lowers the error below the initial one (``no_gain`` of :func:`grid_edges`: the
+    error grows over the run at every step; a smaller step only lowers how far)."""
     e = grid_edges(data)
     words = {"diverges": "diverges", "not reached": "never reaches the target", "worse": "worse"}
+
+    def why(col: pd.Series) -> str:
+        counts = [f"{int((col == a).sum())} {w}" for a, w in words.items() if (col == a).any()]
+        return ", ".join(counts) or "none run"
+
     parts = []
     for kind, rule in zip(TUNED_KINDS, ("tail", "bits")):
         g = e[e.steps_kind == kind]
-        above = ", ".join(
-            f"{int((g.step_above == a).sum())} {w}"
-            for a, w in words.items()
-            if (g.step_above == a).any()
+        fallback = (
+            f" ({int((~g.reached).sum())} with no step reaching the target keep the tail "
+            f"rule's step)"
+            if rule == "bits"
+            else ""
         )
         parts.append(
-            f"{rule} rule: {int((g.edge == 'top').sum())} at the top "
+            f"{rule} rule{fallback}: {int((g.edge == 'top').sum())} at the top "
             f"({int((g.step_above == 'cap').sum())} with the cap reached), "
-            f"{int((g.edge == 'bottom').sum())} at the bottom of {len(g)}; next larger step: "
-            f"{above or 'none run'}"
+            f"{int((g.edge == 'bottom').sum())} at the bottom "
+            f"({int((g.step_below == 'cap').sum())} with the cap reached, "
+            f"{int(((g.step_below == 'cap') & g.no_gain).sum())} of them where no step lowers "
+            f"the error below the initial one) of {len(g)}; next "
+            f"larger step: {why(g.step_above)}; next smaller step: {why(g.step_below)}"
         )
     ext = e.drop_duplicates(["problem", "split", "topology"]).grid_extensions
-    capped = int((e.step_above == "cap").sum())
+    capped = int((e.step_above == "cap").sum() + ((e.step_below == "cap") & ~e.no_gain).sum())
     return V.check_row(
         result="tuned steps at an edge of the step grid (censored tuning)",
-        setting=f"every setting of this study, n={n}; grid extended upward by doubling a "
-        f"method's top step while its choice under either rule sits there, at most "
-        f"{MAX_EXTENSIONS} extensions per setting",
+        setting=f"every setting of this study, n={n}; grid extended by doubling a method's "
+        f"top step while its choice under either rule sits there, then by halving its bottom "
+        f"step likewise, at most {MAX_EXTENSIONS} extensions per end and setting",
         measured="; ".join(parts)
         + f"; extensions per setting: min {int(ext.min())}, max {int(ext.max())}",
-        theoretical="every choice below the top of its grid (the next larger step diverges, "
-        "never reaches the target or is worse)",
+        theoretical="every choice strictly inside its grid (the next larger and the next "
+        "smaller step each diverge, never reach the target or are worse), or at its bottom "
+        "where no step lowers the error below the initial one",
         verdict=V.HOLDS if capped == 0 else V.VIOLATED,
-        reason="no choice at the top of its grid"
+        reason="no censored choice: every choice at an end of its grid is one where no step "
+        "lowers the error (the tail error only approaches the initial error from above as "
+        "gamma -> 0)"
         if capped == 0
-        else f"{capped} choices at the top after {MAX_EXTENSIONS} extensions (censored)",
+        else f"{capped} choices at an end of the grid after {MAX_EXTENSIONS} extensions "
+        "there (censored)",
     )
 
 

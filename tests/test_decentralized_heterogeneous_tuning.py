@@ -82,7 +82,8 @@ def _two_method_tuning(grid: np.ndarray, max_extensions: int) -> dict:
 def test_upward_extension_moves_a_top_choice_up_until_the_step_above_diverges():
     """On the grid {0.01, 0.02} D-PSGD's bits rule sits at the top (0.02, censored); the
     extension doubles the top while it does and stops at 0.08, whose next step 0.16 diverges
-    (single-sample Hessians x x^T with ||x||^2 ~ d = 32: stable below about 2 / 32)."""
+    (single-sample Hessians x x^T with ||x||^2 ~ d = 32: stable below about 2 / 32). The tail
+    rule's choice 0.01 sits at the bottom, so the grid also gets 0.005 (worse)."""
     short = np.array([0.01, 0.02])
     capped = _two_method_tuning(short, 0)
     assert capped["bits"]["D-PSGD"][0] == 0.02
@@ -90,12 +91,15 @@ def test_upward_extension_moves_a_top_choice_up_until_the_step_above_diverges():
     tuned = _two_method_tuning(short, 5)
     g_bits, b_bits = tuned["bits"]["D-PSGD"]
     assert g_bits == 0.08 and b_bits < capped["bits"]["D-PSGD"][1]
-    np.testing.assert_array_equal(tuned["grid"]["D-PSGD"], [0.01, 0.02, 0.04, 0.08, 0.16])
+    np.testing.assert_array_equal(tuned["grid"]["D-PSGD"], [0.005, 0.01, 0.02, 0.04, 0.08, 0.16])
     assert tuned["above"]["bits"]["D-PSGD"] == "diverges"
     assert all(
-        tuned[rule][m][0] < tuned["grid"][m][-1] for rule in ("tail", "bits") for m in tuned["tail"]
+        tuned["grid"][m][0] < tuned[rule][m][0] < tuned["grid"][m][-1]
+        for rule in ("tail", "bits")
+        for m in tuned["tail"]
     )
-    assert "cap" not in {a for rule in tuned["above"].values() for a in rule.values()}
+    for side in ("above", "below"):
+        assert "cap" not in {a for rule in tuned[side].values() for a in rule.values()}
     assert 1 <= tuned["extensions"] <= 5
     # the extension stops at the cap and says so
     one = _two_method_tuning(short, 1)
@@ -113,6 +117,56 @@ def test_upward_extension_keeps_the_earlier_random_streams():
     assert ext["bits"]["D-PSGD"][0] > plain["bits"]["D-PSGD"][0] == 0.02
     assert ext["tail"]["DCD-PSGD"] == plain["tail"]["DCD-PSGD"]
     assert ext["tail"]["D-PSGD"] == plain["tail"]["D-PSGD"]
+
+
+def test_downward_extension_moves_a_bottom_choice_down():
+    """On the grid {0.04, 0.08} the tail rule's choices sit at the bottom (0.04, censored: the
+    stationary error ~ gamma, :func:`_dpsgd_tuning`); the extension halves the bottom while
+    they do (after doubling D-PSGD's top once: its bits choice 0.08 sits at the top) and
+    stops at 0.01, whose next smaller step 0.005 is worse (its transient, ~ exp(-2 gamma t),
+    has not died out in the tail window). Pairs already in the grid keep their random
+    streams: DCD-PSGD's bits choice 0.04 (interior, both neighbours worse) keeps its
+    bits bit-for-bit."""
+    grid = np.array([0.04, 0.08])
+    capped = _two_method_tuning(grid, 0)
+    for m in ("D-PSGD", "DCD-PSGD"):
+        assert capped["tail"][m][0] == 0.04 and capped["below"]["tail"][m] == "cap"
+    assert capped["below"]["bits"]["DCD-PSGD"] == "cap"
+    tuned = _two_method_tuning(grid, 5)
+    assert tuned["extensions_up"] == 1 and tuned["extensions_down"] == 3
+    assert tuned["extensions"] == 4
+    for m in ("D-PSGD", "DCD-PSGD"):
+        g, e = tuned["tail"][m]
+        assert g == 0.01 and e < capped["tail"][m][1]
+        assert tuned["grid"][m][0] == 0.005 and tuned["below"]["tail"][m] == "worse"
+        assert tuned["grid"][m][0] < tuned["bits"][m][0] < tuned["grid"][m][-1]
+    assert tuned["bits"]["DCD-PSGD"] == capped["bits"]["DCD-PSGD"]
+    assert tuned["bits"]["D-PSGD"] == capped["bits"]["D-PSGD"]
+    assert tuned["above"]["bits"]["D-PSGD"] == "diverges"
+    # one halving only: the tail choices move to 0.02 and are censored there
+    one = _two_method_tuning(grid, 1)
+    assert one["tail"]["D-PSGD"][0] == 0.02 and one["below"]["tail"]["D-PSGD"] == "cap"
+
+
+def test_unreached_target_keeps_the_tail_step_and_its_edge():
+    """With a target no step reaches, the bits rule has no choice of its own: it keeps the
+    tail rule's step, which alone drives the extension, and the steps next to it do not
+    reach the target."""
+    tuned = _two_method_tuning(np.array([0.04, 0.08]), 5)
+    none = C.tune_steps(
+        HeterogeneousLeastSquares(32, C.P, 0.0, noise=0.5, seed=0),
+        {"D-PSGD": lambda g, name: C.make_method("D-PSGD", C.topology("ring"), g, None, name=name)},
+        np.array([0.04, 0.08]),
+        steps=2000,
+        replicates=4,
+        seed=5,
+        target=1e-6,
+        max_extensions=5,
+    )
+    assert none["bits"]["D-PSGD"] == (none["tail"]["D-PSGD"][0], float("inf"))
+    assert none["tail"]["D-PSGD"][0] == tuned["tail"]["D-PSGD"][0] == 0.01
+    assert none["below"]["bits"]["D-PSGD"] == "not reached"
+    assert none["above"]["bits"]["D-PSGD"] == "not reached"
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
@@ -180,16 +234,33 @@ def test_committed_data_at_both_tuned_steps():
         assert f"{prefix}_zeta_0_ring_deepsqueeze" in facts
 
 
-def test_committed_tuning_is_uncensored_at_the_top():
-    """Every tuned step of the committed data lies strictly below the top of its method's
-    (extended) grid, and the step above it diverges, never reaches the target or is worse;
-    the edge check row says the same (on the grid before the extension 34 of the 90 bits-rule
-    choices sat at its top)."""
+def test_committed_tuning_is_uncensored_at_both_ends():
+    """Every tuned step of the committed data lies strictly inside its method's (extended)
+    grid, and the steps above and below it diverge, never reach the target or are worse,
+    except ECD-PSGD where no step lowers the error below the initial one (its error grows at
+    every step; a smaller step only lowers how far): its choice is the bottom after the last
+    halving. The edge check row says the same (on the grid before the upward extension 34 of
+    the 90 bits-rule choices sat at its top; before the downward one 40 of the 90 tail-rule
+    and 37 of the 90 bits-rule choices sat at its bottom). A bits-rule choice with no step
+    reaching the target is the tail rule's step, and the steps next to it do not reach the
+    target."""
     M = importlib.import_module("analyses.decentralized_heterogeneous")
     data = pd.read_csv(FIGURES / "decentralized_heterogeneous.csv")
     e = M.grid_edges(data)
     assert len(e) == 2 * len(data.drop_duplicates(["problem", "split", "topology", "method"]))
-    assert set(e.step_above) <= {"diverges", "not reached", "worse"}
-    assert (e.edge != "top").all() and (e.gamma < e.grid_top).all()
+    inside = e[e.edge == ""]
+    assert set(e.step_above) | set(inside.step_below) <= {"diverges", "not reached", "worse"}
+    assert (inside.grid_bottom < inside.gamma).all() and (e.gamma < e.grid_top).all()
+    edge = e[e.edge != ""]
+    assert (edge.edge == "bottom").all() and (edge.step_below == "cap").all()
+    assert edge.no_gain.all() and (edge.method == "ECD-PSGD").all()
+    assert len(edge) == 22  # 11 (setting, ECD-PSGD) pairs, both rules
+    fallback = e[~e.reached]
+    assert (fallback.steps_kind == "tuned_bits").all()
+    tail = e[e.steps_kind == "tuned_tail"].set_index(["problem", "split", "topology", "method"])
+    for r in fallback.itertuples():
+        assert r.gamma == tail.loc[(r.problem, r.split, r.topology, r.method), "gamma"]
+        assert {r.step_above, r.step_below} <= {"diverges", "not reached", "cap"}
+        assert r.step_below != "cap" or r.no_gain
     row = [r for r in M.checks(data) if r["result"].startswith("tuned steps at an edge")]
     assert len(row) == 1 and row[0]["verdict"] == "holds"
