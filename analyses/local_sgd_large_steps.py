@@ -458,7 +458,7 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
         for var in ("T", "P"):
             if found is None:
                 out[f"ratio_window_slope_{var}_a{a}"] = "-"
-                out[f"ratio_window_slope_{var}_a{a}_ci"] = "-"
+                out[f"ratio_window_slope_{var}_a{a}_ci"] = ""
                 out[f"ratio_window_chi2_a{a}"] = "-"
                 out[f"ratio_window_verdict_{var}_a{a}"] = V.NOT_IDENTIFIABLE
                 continue

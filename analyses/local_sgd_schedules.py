@@ -192,7 +192,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.4))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.4))
     lg = data[(data.problem == "logistic") & (data.alpha == 0.75)]
     P0 = 8 if (lg.P == 8).any() else (int(lg.P.iloc[0]) if len(lg) else 8)
     for ax, N in zip(axes[:2], cells.FAMILY_N, strict=True):
@@ -216,7 +216,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         ax.set(
             xscale="log",
             xlabel="T (stochastic gradients)",
-            ylabel="err(schedule) / err(even), same N (paired)",
+            ylabel="err(schedule)/err(even), same N",
             title=f"logistic, alpha=0.75, P={P0}, N={N}",
         )
     cp.legend_outside(axes[1], where="below", ncol=4, bbox_to_anchor=(0.5, -0.24))
@@ -264,7 +264,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         "least squares (exact, C up to 0.9 x stability limit)",
         fontsize=10,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     path = outdir / "local_sgd_schedules.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
