@@ -185,15 +185,21 @@ def simulate_quiet(prob: Any, algos: list, **kw: Any) -> ck.Result:
             return ck.simulate(prob, algos, **kw)
 
 
+def _mean_excess_risk(res: ck.Result, config: str) -> np.ndarray | None:
+    """Replicate-mean excess risk of the node average at each record point of ``config``;
+    ``None`` if any replicate diverged."""
+    cv = res.values[config]
+    if np.any(cv.diverged_at > 0):
+        return None
+    return cv.values[:, cv.iterates.index("last"), cv.metrics.index("excess_risk"), :].mean(axis=1)
+
+
 def tail_error(res: ck.Result, config: str, frac: float = 0.25) -> float:
     """Mean excess risk of the node average over the last ``frac`` of the record points;
     ``inf`` if any replicate diverged."""
-    cv = res.values[config]
-    if np.any(cv.diverged_at > 0):
+    vals = _mean_excess_risk(res, config)
+    if vals is None:
         return float("inf")
-    m = cv.metrics.index("excess_risk")
-    it = cv.iterates.index("last")
-    vals = cv.values[:, it, m, :].mean(axis=1)
     k = max(1, int(round(frac * vals.size)))
     v = float(np.mean(vals[-k:]))
     return v if np.isfinite(v) else float("inf")
@@ -206,13 +212,10 @@ def _mean_bits_to_target(res: ck.Result, config: str, target: float) -> float:
     """Bits at which the replicate-mean excess risk of the node average first falls to
     ``target`` (:func:`level_crossing` on the bits axis, floored at 1 bit as the studies
     report it); ``inf`` if a replicate diverged or the mean never reaches ``target``."""
-    cv = res.values[config]
-    if np.any(cv.diverged_at > 0):
+    mean = _mean_excess_risk(res, config)
+    if mean is None:
         return float("inf")
-    m = cv.metrics.index("excess_risk")
-    it = cv.iterates.index("last")
-    mean = cv.values[:, it, m, :].mean(axis=1)
-    bits = np.maximum(np.asarray(cv.axes["bits"], dtype=float), 1.0)
+    bits = np.maximum(np.asarray(res.values[config].axes["bits"], dtype=float), 1.0)
     b = level_crossing(bits, mean, target)
     return b if np.isfinite(b) else float("inf")
 
