@@ -186,7 +186,8 @@ def validate_row(
     A valid row has every key of :data:`ROW_KEYS` (``KeyError`` otherwise), a non-empty string
     ``result`` (one of ``covers`` when given: the library results its check covers), a string
     ``setting`` and ``reason`` (``TypeError``) and a verdict of :data:`VERDICTS`
-    (``ValueError``). This is the one validator of rows: the theory registry, the figure
+    (``ValueError``); a ``holds`` row's ``measured`` must be finite (a NaN or an infinity,
+    also inside a list, is ``ValueError``: nothing was measured that could hold). This is the one validator of rows: the theory registry, the figure
     pipeline and the documentation's gallery call it.
     """
     if not isinstance(row, dict):
@@ -207,7 +208,24 @@ def validate_row(
         raise ValueError(f"{where}: verdict {row['verdict']!r} is not one of {list(VERDICTS)}")
     if not isinstance(row["reason"], str):
         raise TypeError(f"{where}: reason must be a string, got {row['reason']!r}")
+    if row["verdict"] == HOLDS and _has_non_finite(row["measured"]):
+        raise ValueError(
+            f"{where}: a row whose measured value is not finite ({row['measured']!r}) cannot "
+            f"carry {HOLDS!r}: say {NOT_IDENTIFIABLE!r} or {INCONCLUSIVE!r} with the reason"
+        )
     return row
+
+
+def _has_non_finite(value: Any) -> bool:
+    """Whether ``value`` (a number, or a list / tuple / dict / array of them) holds a NaN or
+    an infinity; text and other objects count as finite."""
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return any(_has_non_finite(v) for v in value)
+    if isinstance(value, (float, np.floating)):
+        return not math.isfinite(float(value))
+    return False
 
 
 def interval_text(interval: Sequence[float]) -> str:

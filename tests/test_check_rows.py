@@ -227,3 +227,12 @@ def test_topic_modules_import_no_private_helpers():
         text = p.read_text()
         assert not re.search(r"from convkit\.bounds\.checking import[^\n]*\b_\w", text), p.name
         assert not re.search(r"from convkit\.bounds\.checking import \([^)]*\b_\w", text), p.name
+
+
+@pytest.mark.parametrize("measured", [math.nan, math.inf, [0.5, math.nan], {"a": -math.inf}])
+def test_a_row_with_a_non_finite_measurement_cannot_hold(measured):
+    """A NaN or infinite ``measured`` (also inside a list or dict) cannot carry ``holds``; the
+    same row with ``not_identifiable`` is valid."""
+    with pytest.raises(ValueError, match="cannot carry 'holds'"):
+        V.check_row("a", "s", measured, 1.0, V.HOLDS, "r")
+    V.check_row("a", "s", measured, 1.0, V.NOT_IDENTIFIABLE, "r")
