@@ -225,3 +225,126 @@ def test_the_worked_example_runs_in_a_notebook_twice(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "1 holds"
+
+
+# ============================================================================ validated up front
+def _claim_module(factory_body: str, check_body: str = "return [check_row(NAME, 's', 1.0, 1.0, "
+                  "'holds', 'r')]", covers: str = "[NAME]", extra: str = "") -> str:
+    """Source of a module of claims: one result ``my.v33`` built by ``factory_body`` and one
+    check covering ``covers`` whose body is ``check_body``."""
+    return textwrap.dedent(
+        """
+        import sys
+        from convkit.bounds import TheoryResult, check_row, register_check, result, symbol
+
+        NAME = "my.v33"
+        {extra}
+
+        @result(NAME)
+        def claim():
+            {factory_body}
+
+        @register_check(NAME, covers={covers})
+        def check_claim(quick):
+            open(RAN, "w").close()
+            {check_body}
+        """
+    ).format(factory_body=factory_body, check_body=check_body, covers=covers, extra=extra)
+
+
+GOOD = (
+    "return TheoryResult(name=NAME, expression=symbol('gamma'), kind='upper_bound', "
+    "quantity='q', provenance='derived here: test')"
+)
+
+
+@pytest.mark.parametrize(
+    ("factory_body", "covers", "message"),
+    [
+        (GOOD.replace("'upper_bound'", "'upper bound'"), "[NAME]",
+         r"result 'my\.v33'.*kind must be one of \['upper_bound'.*got 'upper bound'"),
+        (GOOD.replace("'upper_bound'", "'scaling'"), "[NAME]",
+         r"result 'my\.v33'.*got 'scaling'"),
+        (GOOD.replace("name=NAME", "name='my.other'"), "[NAME]",
+         r"result 'my\.v33'.*built a result named 'my\.other'"),
+        (GOOD.replace("symbol('gamma')", "symbol('gamma') / 0"), "[NAME]",
+         r"result 'my\.v33'.*expression zoo.*undefined"),
+        (GOOD, "[NAME, 'my.not_registered']",
+         r"check 'my\.v33' covers 'my\.not_registered', which is not a registered result"),
+    ],
+    ids=["kind-with-space", "kind-scaling", "other-name", "zoo", "covers-unregistered"],
+)
+def test_a_claim_is_validated_before_any_check_runs(
+    clean_registry, tmp_path, monkeypatch, capsys, factory_body, covers, message
+):
+    """Every result the module registers is built and validated, and every covered name must
+    be registered, before any check runs: an argument error (exit 2) naming the result, and
+    the check (which would print 'holds' without calling get()) never ran."""
+    monkeypatch.chdir(tmp_path)
+    ran = tmp_path / "ran"
+    (tmp_path / "user_claims_v33.py").write_text(
+        _claim_module(factory_body, covers=covers, extra=f"RAN = {str(ran)!r}")
+    )
+    sys.modules.pop("user_claims_v33", None)
+    rc = check_cli.main(["--module", "user_claims_v33.py", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert re.search(message, err, flags=re.S), err
+    assert not ran.exists()
+    sys.modules.pop("user_claims_v33", None)
+
+
+def test_run_checks_validates_before_running(clean_registry, tmp_path):
+    """The notebook path too: run_checks raises before any check of the selection runs."""
+    ran = tmp_path / "ran"
+    source = _claim_module(
+        GOOD.replace("'upper_bound'", "'upper bound'"), extra=f"RAN = {str(ran)!r}"
+    )
+    exec(compile(source, "<cell>", "exec"), {"__name__": "__main__"})
+    with pytest.raises(ValueError, match=r"result 'my\.v33'.*'upper bound'"):
+        bounds.run_checks(only=["my.v33"])
+    assert not ran.exists()
+
+
+def test_a_check_returning_one_row_is_told_to_return_a_list(clean_registry, tmp_path, capsys):
+    ran = tmp_path / "ran"
+    source = _claim_module(
+        GOOD,
+        check_body="return check_row(NAME, 's', 1.0, 1.0, 'holds', 'r')",
+        extra=f"RAN = {str(ran)!r}",
+    )
+    exec(compile(source, "<cell>", "exec"), {"__name__": "__main__"})
+    (row,) = bounds.run_checks(only=["my.v33"])
+    assert row["verdict"] == "crashed"
+    assert "returned one row (a dict), not a list of rows: return [row]" in row["reason"]
+
+
+@pytest.mark.parametrize("code", ["sys.exit(0)", "sys.exit()", "sys.exit(3)"])
+def test_a_module_that_calls_sys_exit_is_an_argument_error(
+    clean_registry, tmp_path, monkeypatch, capsys, code
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "user_claims_exit.py").write_text(f"import sys\n{code}\n")
+    rc = check_cli.main(["--module", "user_claims_exit.py", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "argument --module: user_claims_exit.py called sys.exit" in err, err
+
+
+def test_a_check_that_calls_sys_exit_is_a_crash(clean_registry, tmp_path, capsys):
+    ran = tmp_path / "ran"
+    source = _claim_module(GOOD, check_body="sys.exit(0)", extra=f"RAN = {str(ran)!r}")
+    exec(compile(source, "<cell>", "exec"), {"__name__": "__main__"})
+    (row,) = bounds.run_checks(only=["my.v33"])
+    assert row["verdict"] == "crashed" and row["reason"].startswith("SystemExit"), row
+
+
+def test_the_page_lists_the_kinds_and_the_frame_columns():
+    """The page names every allowed ``kind`` of a result and every column of the frame a
+    check reads (``Result.frame``), each in backticks."""
+    from convkit.bounds.core import KINDS
+    from convkit.result import FRAME_COLUMNS
+
+    text = DOC.read_text()
+    missing = [k for k in (*KINDS, *FRAME_COLUMNS) if f"`{k}`" not in text]
+    assert not missing, missing

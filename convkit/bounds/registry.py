@@ -6,11 +6,19 @@ package imports them all):
 * ``@result("sgd.ms_stability.1d")`` on a zero-argument factory returning the
   :class:`~convkit.bounds.core.TheoryResult` of that name adds it to :data:`LIBRARY`;
   :func:`get` builds a result on first use (derived results run their SymPy derivation) and
-  caches it; :func:`names` and :func:`all_results` list the library in registration order.
+  caches it, refusing a result of another name or an undefined expression (``gamma / 0`` is
+  SymPy's ``zoo``); :func:`names` and :func:`all_results` list the library in registration
+  order.
 * ``@register_check("stability.1d", covers=["sgd.ms_stability.1d"])`` on a function
   ``check_xxx(quick: bool) -> list[dict]`` adds it to :data:`CHECKS` (and what it covers to
   :data:`COVERS`); :func:`run_checks` runs a selection (:func:`select`) and turns a crash into
   rows with verdict ``crashed``.
+
+**Validated before anything runs.** :func:`run_checks` first calls :func:`validate_checks`:
+every result a selected check covers must be registered and must build (a valid ``kind``, its
+own name, a defined expression), so that a broken claim is refused before any simulation,
+even when its check never calls :func:`get`; :func:`validate_results` builds a list of results
+(``convkit check --module`` passes every result the module registered).
 
 **Registering a name again.** A name registered again by the *same definition* (the same
 module and qualified name: a notebook cell run a second time, a module reloaded) replaces the
@@ -51,6 +59,8 @@ __all__ = [
     "result",
     "run_checks",
     "select",
+    "validate_checks",
+    "validate_results",
 ]
 
 Factory = Callable[[], TheoryResult]
@@ -115,9 +125,69 @@ def get(name: str) -> TheoryResult:
     except KeyError:
         raise ValueError(f"unknown result {name!r}; known: {names()}") from None
     res = factory()
+    if not isinstance(res, TheoryResult):
+        raise TypeError(f"library entry {name!r} built a {type(res).__name__}, not a TheoryResult")
     if res.name != name:
         raise RuntimeError(f"library entry {name!r} built a result named {res.name!r}")
+    import sympy as sp
+
+    undefined = [a for a in (sp.zoo, sp.nan) if res.expression.has(a)]
+    if undefined:
+        raise ValueError(
+            f"result {name!r}: the expression {sp.sstr(res.expression)} contains "
+            f"{', '.join(str(a) for a in undefined)} (undefined: a division by zero such as "
+            f"gamma / 0 gives SymPy's zoo); state a finite expression"
+        )
     return res
+
+
+def _result_problems(result_names: Iterable[str]) -> list[str]:
+    """One line per result of ``result_names`` that is not registered or does not build."""
+    problems: list[str] = []
+    for name in dict.fromkeys(result_names):
+        if name not in LIBRARY:
+            problems.append(f"result {name!r} is not registered")
+            continue
+        try:
+            get(name)
+        except Exception as exc:  # noqa: BLE001 - any failure of a factory is reported
+            problems.append(
+                f"result {name!r} ({_definition(LIBRARY[name])}) does not build: "
+                f"{type(exc).__name__}: {exc}"
+            )
+    return problems
+
+
+def _raise_problems(problems: Sequence[str]) -> None:
+    """One ``ValueError`` listing ``problems`` (none: nothing raised)."""
+    if problems:
+        raise ValueError("invalid claims, nothing was run:\n  " + "\n  ".join(problems))
+
+
+def validate_results(result_names: Iterable[str]) -> None:
+    """Build every result of ``result_names`` (:func:`get`) and raise one ``ValueError``
+    listing each that is not registered or does not build (an invalid ``kind``, a factory
+    returning a result of another name, an undefined expression), with its definition and the
+    error. Nothing is simulated."""
+    _raise_problems(_result_problems(result_names))
+
+
+def validate_checks(check_names: Iterable[str]) -> None:
+    """Every result that the checks ``check_names`` cover is registered and builds
+    (:func:`validate_results`); raises one ``ValueError`` listing every problem, before
+    anything runs."""
+    problems: list[str] = []
+    covered: list[str] = []
+    for check in check_names:
+        for name in COVERS[check]:
+            if name in LIBRARY:
+                covered.append(name)
+            else:
+                problems.append(
+                    f"check {check!r} covers {name!r}, which is not a registered result "
+                    f"(register it with @result({name!r}) or correct covers)"
+                )
+    _raise_problems(problems + _result_problems(covered))
 
 
 def all_results() -> list[TheoryResult]:
@@ -185,19 +255,23 @@ def run_checks(
     progress: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the selected checks; every row gets the key ``check`` (its check name) and
-    ``seconds`` (the check's run time). A check that raises (or returns a malformed row) gives
-    one row per covered result with verdict ``crashed``, the error as ``reason`` and the
-    traceback in ``details``."""
+    ``seconds`` (the check's run time). The selection is validated first
+    (:func:`validate_checks`: ``ValueError`` before any check runs). A check that raises
+    (``SystemExit`` included), returns something other than a list of rows, or returns a
+    malformed row gives one row per covered result with verdict ``crashed``, the error as
+    ``reason`` and the traceback in ``details``."""
     rows: list[dict[str, Any]] = []
-    for name in select(only):
+    selected = select(only)
+    validate_checks(selected)
+    for name in selected:
         t0 = time.perf_counter()
         if progress:
             progress(f"running {name} ...")
         try:
-            out = CHECKS[name](quick)
+            out = _rows_of(name, CHECKS[name](quick))
             for r in out:
                 _validate_row(name, r)
-        except Exception as exc:  # noqa: BLE001 - report the crash as a row, keep going
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a crash is a row, keep going
             tb = traceback.format_exc()
             out = [
                 {
@@ -219,6 +293,21 @@ def run_checks(
             progress(f"  {name}: {dt:.1f} s")
         rows += out
     return rows
+
+
+def _rows_of(check: str, out: Any) -> list[dict[str, Any]]:
+    """The rows a check returned, as a list; anything but a list (or tuple) of rows raises
+    ``TypeError`` saying what was returned."""
+    if isinstance(out, dict):
+        raise TypeError(
+            f"check {check}: returned one row (a dict), not a list of rows: return [row]"
+        )
+    if not isinstance(out, (list, tuple)):
+        raise TypeError(
+            f"check {check}: returned {type(out).__name__}, not a list of rows (dicts built by "
+            f"check_row)"
+        )
+    return list(out)
 
 
 def _validate_row(check: str, row: dict[str, Any]) -> None:

@@ -19,7 +19,14 @@ name (exact, dotted prefix such as ``compression``, or a shell glob such as ``'s
 or a dotted module name importable from the current directory (``mypkg.claims``), whose
 ``@result`` and ``@register_check`` decorators add its claims to the registry; without
 ``--only`` the checks that the module registered are the ones run. A module that cannot be
-imported, or that registers no check, is an argument error.
+imported, that calls ``sys.exit`` while imported, or that registers no check, is an argument
+error.
+
+Before any check runs, every result that a user's module registered and every result that a
+selected check covers is built and validated (:func:`convkit.bounds.registry.validate_checks`):
+an unknown ``kind``, a factory returning a result of another name, an undefined expression
+(``gamma / 0``) or a covered name that is not registered is an argument error naming the
+result, even when the check never calls ``get``.
 
 The exit code is 0 unless a check crashed (1) or the arguments are wrong (2, one line on
 stderr): a ``violated`` verdict is a measured result, not an error. The ``--json`` path is
@@ -201,27 +208,46 @@ def import_user_module(spec: str) -> None:
     importlib.import_module(spec)
 
 
-def _import_modules(specs: Sequence[str], checks: dict[str, Any]) -> tuple[list[str], str]:
+def _import_modules(
+    specs: Sequence[str], checks: dict[str, Any], library: dict[str, Any] | None = None
+) -> tuple[list[str], str, list[str]]:
     """Import every module of ``specs``; returns the names of the checks they registered (or
-    replaced) and an error line (empty when all went well)."""
+    replaced), an error line (empty when all went well) and the names of the results (of
+    ``library``) they registered or replaced."""
     registered: list[str] = []
+    library = {} if library is None else library
+    results: list[str] = []
     for spec in specs:
         before = dict(checks)
+        before_results = dict(library)
         try:
             import_user_module(spec)
+        except SystemExit as exc:
+            code = "" if exc.code is None else repr(exc.code)
+            return (
+                registered,
+                f"argument --module: {spec} called sys.exit({code}) "
+                f"while being imported; a module of claims only defines results and checks "
+                f"(move a script's code under if __name__ == '__main__':)",
+                results,
+            )
         except Exception as exc:  # noqa: BLE001 - any failure of the user's code is reported
             return (
                 registered,
                 f"argument --module: cannot import {spec}: {type(exc).__name__}: {exc}",
+                results,
             )
+        results += [n for n in library if before_results.get(n) is not library[n]]
         new = [n for n in checks if before.get(n) is not checks[n]]
         if not new:
-            return registered, (
+            return (
+                registered,
                 f"argument --module: {spec} registers no check (decorate a function with "
-                f"convkit.bounds.register_check)"
+                f"convkit.bounds.register_check)",
+                results,
             )
         registered += [n for n in new if n not in registered]
-    return registered, ""
+    return registered, "", results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -237,11 +263,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
     from convkit import bounds
+    from convkit.bounds import registry
     from convkit.verdicts import CRASHED, VERDICTS
 
     user_checks: list[str] = []
+    user_results: list[str] = []
     if args.module:
-        user_checks, error = _import_modules(args.module, bounds.CHECKS)
+        user_checks, error, user_results = _import_modules(
+            args.module, bounds.CHECKS, bounds.LIBRARY
+        )
         if error:
             print(f"convkit check: {error}", file=sys.stderr)
             return 2
@@ -251,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         selected = user_checks if args.module and not args.only else bounds.select(args.only)
+        registry.validate_results(user_results)
+        registry.validate_checks(selected)
     except ValueError as exc:
         print(f"convkit check: {exc}", file=sys.stderr)
         return 2
