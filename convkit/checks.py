@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from convkit.verdicts import misfit_inflation
+
 __all__ = [
     "BoundCheck",
     "ExponentFit",
@@ -233,7 +235,8 @@ def fit_exponent(
     With standard errors: weighted least squares of ``log mean`` on ``log x`` with weights
     ``1 / var(log mean)``, ``var(log mean) ~ (se / mean)^2`` (delta method); the slope's
     standard error is the weighted-LS one (known variances) and the interval uses the normal
-    quantile. Points with ``se = 0`` are exact: if all are exact, or without ``se``, ordinary
+    quantile, widened by ``sqrt(chi2/dof)`` when the points scatter more than their standard
+    errors allow (:func:`convkit.verdicts.misfit_inflation`). Points with ``se = 0`` are exact: if all are exact, or without ``se``, ordinary
     least squares is used with the residual-based standard error and a Student-t interval
     (``n - 2`` degrees of freedom). An exact power law thus gives the exponent with an
     interval of width ~0. ``x`` may be a DataFrame with columns x / mean / se.
@@ -286,6 +289,9 @@ def fit_exponent(
     else:
         adequate, adequacy = residual_trend_adequacy(lx, ly)
     half = q * slope_se if math.isfinite(slope_se) else math.inf
+    # the verdict rule: a weighted fit that misfits its standard errors (chi2/dof > 1) has its
+    # interval widened by sqrt(chi2/dof) (convkit.verdicts.misfit_inflation)
+    half *= misfit_inflation(chi2 if weighted else None)
     # exact data: allow floating-point round-off in the interval
     half = max(half, 1e-9 * max(1.0, abs(slope)))
     interval = (slope - half, slope + half)

@@ -61,14 +61,17 @@ documentation's gallery.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = [
     "CONSISTENT_UNRESOLVED",
+    "Control",
     "CRASHED",
     "HOLDS",
     "INCONCLUSIVE",
@@ -78,13 +81,18 @@ __all__ = [
     "ROW_KEYS",
     "VERDICTS",
     "VIOLATED",
+    "apply_controls",
     "check_row",
     "check_verdict",
+    "controlled",
     "exponent_verdict",
     "interval_text",
+    "misfit_inflation",
     "plain_values",
     "validate_row",
     "verdict_of",
+    "widened",
+    "window_agreement",
 ]
 
 HOLDS = "holds"
@@ -316,3 +324,138 @@ def verdict_of(ok: bool | None, reason_ok: str = "", reason_bad: str = "") -> tu
     if ok is None:
         return INCONCLUSIVE, reason_bad or reason_ok
     return (HOLDS, reason_ok) if ok else (VIOLATED, reason_bad)
+
+
+# ============================================================================ verdict rules
+# The rules every check follows before a claim may say ``holds`` (module docstring, "Rules"):
+# intervals widened for lack of fit, windows chosen from the data agree, limits tested as
+# limits, and a negative control that made the same check code say ``violated``.
+
+
+def misfit_inflation(chi2_dof: float | None) -> float:
+    """``sqrt(max(1, chi2/dof))``: the factor by which a fit's interval is widened when the
+    model fits worse than the standard errors allow (the Birge ratio; Particle Data Group's
+    scale factor). ``None`` or NaN (no ``chi2``: an unweighted fit, whose interval already
+    comes from the residuals) gives 1."""
+    if chi2_dof is None or not math.isfinite(float(chi2_dof)):
+        return 1.0
+    return math.sqrt(max(1.0, float(chi2_dof)))
+
+
+def widened(center: float, half_width: float, chi2_dof: float | None) -> tuple[float, float]:
+    """``center -+ half_width * sqrt(max(1, chi2/dof))`` (:func:`misfit_inflation`)."""
+    h = half_width * misfit_inflation(chi2_dof)
+    return center - h, center + h
+
+
+def window_agreement(per_window: Sequence[tuple[str, str, str]]) -> tuple[str, str]:
+    """Verdict of a claim tested on several windows chosen from the data (every adequate
+    window, each with at least the minimum number of points): ``per_window`` holds
+    ``(window label, verdict, reason)`` per window.
+
+    A window picked after looking at the data cannot decide alone: the verdict is that of the
+    windows when every one agrees, and ``consistent_unresolved`` with the windows listed when
+    they do not (no window: ``not_identifiable``)."""
+    if not per_window:
+        return NOT_IDENTIFIABLE, "no adequate window"
+    verdicts = {v for _, v, _ in per_window}
+    listing = "; ".join(f"{w}: {v}" for w, v, _ in per_window)
+    if len(verdicts) == 1:
+        (v,) = verdicts
+        first = per_window[0][2]
+        if len(per_window) == 1:
+            return v, f"{first} (the only adequate window)"
+        return v, f"every adequate window agrees ({listing}); {first}"
+    return CONSISTENT_UNRESOLVED, f"the adequate windows disagree ({listing})"
+
+
+# ============================================================================ negative controls
+@dataclasses.dataclass(frozen=True)
+class Control:
+    """A negative control of a check: the same check code run on ``data``, a deliberately
+    false variant of the setting or of the claim (an ordering reversed, a decay removed, an
+    exponent shifted, a bound tightened past what was measured), on which every claim named
+    in ``targets`` must come out ``violated``.
+
+    ``name`` says what was falsified ("C_2 ordering reversed"). A ``holds`` row of the real
+    data keeps its verdict only when some control made the row of the same claim say
+    ``violated`` (:func:`apply_controls`)."""
+
+    name: str
+    data: Any
+    targets: tuple[str, ...] = ()
+
+
+def _row_key(row: dict[str, Any]) -> tuple[str, str]:
+    return row["result"], row["setting"]
+
+
+def apply_controls(
+    rows: list[dict[str, Any]], control_rows: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """``rows`` with the negative-control rule applied: a ``holds`` row keeps ``holds`` only
+    when the row of the same claim (same ``result`` and ``setting``; or the same ``result``
+    where that name is unique in both lists) says ``violated`` under at least one control of
+    ``control_rows`` (control name -> the check's rows on that control's data); its
+    ``details["negative_control"]`` then names the controls. Every other ``holds`` becomes
+    ``measured``: a check that nothing could make fail may report, not decide. Rows of other
+    verdicts pass unchanged. Returns new dicts (``rows`` is not modified)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["result"]] = counts.get(r["result"], 0) + 1
+    failed_by: dict[tuple[str, str], list[str]] = {}
+    failed_by_result: dict[str, list[str]] = {}
+    for name, crow in control_rows.items():
+        ccounts: dict[str, int] = {}
+        for r in crow:
+            ccounts[r["result"]] = ccounts.get(r["result"], 0) + 1
+        for r in crow:
+            if r["verdict"] != VIOLATED:
+                continue
+            failed_by.setdefault(_row_key(r), []).append(name)
+            if ccounts[r["result"]] == 1:
+                failed_by_result.setdefault(r["result"], []).append(name)
+    out = []
+    for r in rows:
+        r = {**r, "details": dict(r.get("details") or {})}
+        if r["verdict"] == HOLDS:
+            names = failed_by.get(_row_key(r)) or (
+                failed_by_result.get(r["result"]) if counts[r["result"]] == 1 else None
+            )
+            if names:
+                r["details"]["negative_control"] = sorted(set(names))
+            else:
+                r["verdict"] = MEASURED
+                r["reason"] = (
+                    f"no negative control made this check say violated (would hold: {r['reason']})"
+                )
+        if not r["details"]:
+            del r["details"]
+        out.append(validate_row(r, where=f"row of {r['result']!r}"))
+    return out
+
+
+def controlled(
+    controls: Callable[[Any], Iterable[Control]],
+) -> Callable[[Callable[[Any], list[dict[str, Any]]]], Callable[[Any], list[dict[str, Any]]]]:
+    """Decorator of an analysis' ``checks(data)``: run the check on ``data`` and on every
+    negative control ``controls(data)`` returns, and apply :func:`apply_controls`.
+
+    The wrapped function keeps the raw check as ``.raw`` and the control factory as
+    ``.controls`` (the test suite runs every control and asserts that each makes each of its
+    ``targets`` say ``violated``)."""
+
+    def deco(
+        checks_fn: Callable[[Any], list[dict[str, Any]]],
+    ) -> Callable[[Any], list[dict[str, Any]]]:
+        @functools.wraps(checks_fn)
+        def wrapper(data: Any) -> list[dict[str, Any]]:
+            rows = checks_fn(data)
+            ctl = {c.name: checks_fn(c.data) for c in controls(data)}
+            return apply_controls(rows, ctl)
+
+        wrapper.raw = checks_fn  # type: ignore[attr-defined]
+        wrapper.controls = controls  # type: ignore[attr-defined]
+        return wrapper
+
+    return deco
