@@ -146,6 +146,7 @@ _MIN_SPLIT_WORK = 50_000
 #: the first that supports it; the last supports every call)
 SIMULATE_PATHS = (FUSED_LOGISTIC, FUSED_LEAST_SQUARES, COMPILED_STEPS, ARRAY_STEPS)
 
+
 def _take(batch: Any, workers: int, size: int, P_max: int, b_max: int) -> Any:
     """Slice a batch drawn for ``P_max`` workers and ``b_max`` slots to its first ``workers``
     workers and ``size`` slots; the batch itself when it has exactly those."""
@@ -248,6 +249,22 @@ def budget_local_steps(
     return T // per
 
 
+def _initial_distance(theta0: np.ndarray, theta_star: Any) -> float:
+    """``||theta0 - theta*||^2``; ``ValueError`` when it overflows float64 (the errors of such
+    a start cannot be recorded, and no replicate could be told diverged)."""
+    e0 = theta0 - np.asarray(theta_star, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        d0 = float(np.sum(e0**2))
+    if not math.isfinite(d0):
+        raise ValueError(
+            f"theta0: the squared distance ||theta0 - theta*||^2 of the start overflows "
+            f"float64 (max |theta0 - theta*| = {float(np.max(np.abs(e0))):.3g}); its errors "
+            f"cannot be recorded: use a start with ||theta0 - theta*||^2 below "
+            f"{np.finfo(np.float64).max:.3g} (each |theta0_i - theta*_i| below about 1e150)"
+        )
+    return d0
+
+
 def simulate(
     problem: Problem,
     algorithms: Algorithm | Sequence[Algorithm],
@@ -294,7 +311,8 @@ def simulate(
     seed : int
         Root seed; the same seed gives an identical result, whatever ``memory_limit``.
     theta0 : array_like, optional
-        Starting model, shape ``(d,)`` (default: zeros), shared by all workers.
+        Starting model, shape ``(d,)`` (default: zeros), shared by all workers; finite, with
+        ``||theta0 - theta*||^2`` finite in float64 (``ValueError`` otherwise).
     record : sequence of int, optional
         Extra local steps at which to record (added to the ``n_record`` log-spaced ones); a
         step beyond the longest run of the call raises a :class:`ValueError` (with
@@ -392,7 +410,7 @@ def simulate(
     d = problem.d
 
     theta0_np = starting_point(theta0, d)
-    d0 = float(np.sum((theta0_np - problem.theta_star) ** 2))
+    d0 = _initial_distance(theta0_np, problem.theta_star)
 
     for a, n in zip(algos, ns, strict=True):
         a.prepare(n)
@@ -431,7 +449,8 @@ def simulate(
         be=be,
         seed=seed,
         theta0=theta0_np,
-        div_threshold=divergence_factor * max(d0, 1.0),
+        # capped at the largest float64: an infinite distance is always a divergence
+        div_threshold=min(divergence_factor * max(d0, 1.0), float(np.finfo(np.float64).max)),
         R=R,
         values=[
             np.full((lay.steps.size, len(lay.iterates), len(lay.metrics), R), np.nan)

@@ -227,3 +227,41 @@ def test_no_warning_and_nothing_flagged_without_divergence():
         res = ck.simulate(prob, ck.OSA(2, ck.Constant(0.05), name="s"), steps=50, replicates=5)
     fin = res.final()
     assert not fin["all_diverged"].any() and (fin["diverged"] == 0).all()
+
+
+# ------------------------------------------------------------------ a start at the edge of float64
+@pytest.mark.parametrize("start", [1e160, 1e200])
+def test_a_start_whose_error_overflows_is_refused_up_front(start):
+    """||theta0 - theta*||^2 overflows float64: before, an empty frame and no divergence
+    report; now a ValueError naming theta0, the size of the start and what is allowed."""
+    prob = ck.LeastSquares.gaussian(d=5, seed=0)
+    with pytest.raises(ValueError, match=r"theta0: .*overflows float64.*1e\+(160|200).*below"):
+        ck.simulate(
+            prob,
+            ck.MBA(2, ck.Constant(0.05)),
+            steps=5,
+            replicates=2,
+            seed=0,
+            theta0=np.full(5, start),
+        )
+
+
+# the standard error of survivors near 1e150 overflows in Result's summary (se = inf), a
+# separate matter from the divergence flag tested here
+@pytest.mark.filterwarnings("ignore:overflow encountered in square:RuntimeWarning")
+def test_a_distance_that_overflows_during_the_run_is_a_divergence():
+    """A start at 1e150 (its squared error 5e300 is finite, but 1e12 times it is not): a step
+    that blows up reaches an infinite distance, which is reported diverged (before, the
+    threshold itself was inf, the replicates were never flagged and the frame was empty)."""
+    prob = ck.LeastSquares.gaussian(d=5, seed=0)
+    with pytest.warns(ck.DivergenceWarning):
+        res = ck.simulate(
+            prob,
+            ck.OSA(2, ck.Constant(3.0), name="big"),
+            steps=40,
+            replicates=4,
+            seed=0,
+            theta0=np.full(5, 1e150),
+        )
+    assert res.meta["diverged"]["big"] == 4
+    assert bool(res.final()["all_diverged"].iloc[0])
