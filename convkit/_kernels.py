@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ._jit import cacheable
+from ._jit import cacheable, watch_compilation
 from ._kernel_switch import kernels_enabled
 
 __all__ = [
@@ -67,6 +67,7 @@ def _compile() -> Any:
         import numba
     except ImportError:
         return None
+    watch_compilation()  # the first compilation of a process is announced (convkit._jit)
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def kernel(theta, z, eps, scale, theta_star, noise, gamma, mean, P, b):  # pragma: no cover
