@@ -173,6 +173,12 @@ class CommSchedule(ABC):
         """Raise ``ValueError`` if the schedule cannot place its rounds in ``n`` local steps
         (the rule of the module docstring); the default accepts every ``n >= 1``."""
 
+    def check_step(self, step: StepSize) -> None:
+        """Raise ``ValueError`` if the schedule cannot serve an algorithm whose step sizes are
+        ``step`` (called by the algorithms that take a ``comm``); the default accepts every
+        step. :class:`DriftClockRounds` computes its positions from its own step sizes and
+        refuses another step."""
+
     @abstractmethod
     def _raw_steps(self, n: int) -> Any: ...
 
@@ -566,7 +572,8 @@ class DriftClockRounds(CommSchedule):
     N : int
         Nominal number of rounds (budget), ``1 <= N <= n``.
     step : StepSize
-        The step sizes ``gamma_k`` of the run.
+        The step sizes ``gamma_k`` of the run: the algorithm that uses the rule must have
+        this step (:meth:`check_step`; another step is refused).
     mu, L : float
         Strong convexity and smoothness constants, ``0 < mu <= L``.
     dist0 : float
@@ -626,6 +633,18 @@ class DriftClockRounds(CommSchedule):
             "local step k <= n"
         )
 
+    def check_step(self, step: StepSize) -> None:
+        """``ValueError`` unless ``step`` is the rule's own step (the same description): the
+        positions were computed for the rule's step sizes and belong to no other run."""
+        if not isinstance(step, StepSize) or step.describe() != self.step.describe():
+            mine = self.step.describe()
+            theirs = step.describe() if isinstance(step, StepSize) else repr(step)
+            raise ValueError(
+                f"comm: DriftClockRounds computes its positions from its own step {mine}, but "
+                f"the algorithm's step is {theirs}; allowed: the same step, e.g. "
+                f"DriftClockRounds(N, step, ...) with the algorithm's step"
+            )
+
     def validate(self, n: int) -> None:
         """The budget (``N <= n``), a stable mean recursion (``gamma_k L <= 2`` for every
         ``k <= n``) and a finite clock; ``ValueError`` naming the parameter otherwise."""
@@ -651,8 +670,12 @@ class DriftClockRounds(CommSchedule):
             rho = np.maximum(np.abs(1.0 - self.mu * g), np.abs(1.0 - self.L * g))
             with np.errstate(divide="ignore"):
                 log_e = math.log(self.dist0) + np.cumsum(np.log(rho))
-            e2 = np.exp(np.minimum(2.0 * log_e, 700.0))
-        return np.cumsum(g * np.sqrt(self.noise + self.L**2 * e2))
+            # no cap: an e_i^2 beyond float64 makes the clock infinite, which validate()
+            # refuses (a cap at e^700 gave every early step the same drift, silently)
+            with np.errstate(over="ignore"):
+                e2 = np.exp(2.0 * log_e)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.cumsum(g * np.sqrt(self.noise + self.L**2 * e2))
 
     def targets(self, n: int) -> np.ndarray:
         """The ``N`` targets of the rule before duplicates are removed: the ``j``-th is the

@@ -142,3 +142,33 @@ def test_simulate_refuses_fractional_record_before_running():
     prob = ck.LeastSquares.gaussian(2, "flat", 0.1, seed=0)
     with pytest.raises(ValueError, match=r"record.*1\.5"):
         ck.simulate(prob, ck.MBA(2, ck.Constant(0.1)), steps=20, replicates=2, record=[1.5])
+
+
+@pytest.mark.parametrize("dist0", [1e155, 1e160, 1e200])
+def test_drift_clock_rounds_refuses_a_distance_whose_clock_overflows(dist0):
+    # L dist0 beyond ~1.34e154: e_1^2 overflows float64; the clock used to cap it at e^700, so
+    # that every early step had the same (capped) drift and the positions were those of
+    # dist0 = 0, silently; the docstring promises a ValueError
+    sched = DriftClockRounds(8, Constant(0.1), mu=0.5, L=1.0, dist0=dist0, noise=1.0)
+    with pytest.raises(ValueError, match=r"clock.*not finite.*dist0 = 1e\+"):
+        sched.steps(100)
+
+
+def test_drift_clock_rounds_positions_follow_the_distance_up_to_the_float_limit():
+    # dist0 = 1e153 is representable (L^2 dist0^2 = 1e306): the rule's positions are the
+    # early-dense ones of a large distance, as at dist0 = 1e100, not the cap's compromise
+    near = DriftClockRounds(8, Constant(0.1), mu=0.5, L=1.0, dist0=1e153, noise=1.0).steps(100)
+    far = DriftClockRounds(8, Constant(0.1), mu=0.5, L=1.0, dist0=1e100, noise=1.0).steps(100)
+    assert near.tolist() == far.tolist()
+
+
+@pytest.mark.parametrize("algo", ["LocalSGD", "SCAFFOLD"])
+def test_a_drift_clock_on_another_step_than_the_algorithms_is_refused(algo):
+    # the clock's positions come from its own step sizes: a run on another step would use
+    # positions computed for a different run
+    import convkit as ck
+
+    rule = DriftClockRounds(8, Constant(0.1), mu=0.5, L=1.0, dist0=1.0, noise=1.0)
+    with pytest.raises(ValueError, match=r"comm: DriftClockRounds.*step.*0\.1.*0\.2"):
+        getattr(ck, algo)(4, Constant(0.2), comm=rule)
+    getattr(ck, algo)(4, Constant(0.1), comm=rule)  # the same step: accepted

@@ -73,6 +73,7 @@ class LocalSGD(Algorithm):
     ) -> None:
         super().__init__(workers, step, batch, name)
         self.comm = comm_from_spec(comm)
+        self.comm.check_step(step)
         self.float_bits = check_int("float_bits", float_bits, low=1)
 
     def prepare(self, n: int) -> None:

@@ -110,6 +110,7 @@ class SCAFFOLD(Algorithm):
     ) -> None:
         super().__init__(workers, step, batch, name)
         self.comm = comm_from_spec(comm)
+        self.comm.check_step(step)
         self.server_step = check_real("server_step", server_step, low=0, low_inclusive=False)
         self.float_bits = check_int("float_bits", float_bits, low=1)
         if not isinstance(downlink, (bool, np.bool_)):
