@@ -272,3 +272,27 @@ def test_node_errors_compiled_and_numpy_agree():
     for k in compiled:
         assert compiled[k].shape == (3, 5)
         np.testing.assert_allclose(compiled[k], generic[k], rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("bad", "where"), [(-1.0, r"node_spectra\[1, 2\] = -1"), (np.nan, r"node_spectra\[1, 2\] = nan"),
+                       (0.0, r"node_spectra\[1, 2\] = 0")],
+)
+def test_a_bad_node_spectrum_entry_is_named_with_its_index(bad, where):
+    h = np.ones((4, 5))
+    h[1, 2] = bad
+    with pytest.raises(ValueError, match=where + r".*allowed: finite and > 0"):
+        HeterogeneousLeastSquares(5, 4, 0.0, node_spectra=h)
+
+
+def test_a_node_spectrum_that_makes_the_constants_overflow_is_refused():
+    # h = 1e-300 on node 0 with zeta2 = 1: the node's optimum offset u = w / h is ~1e300 and
+    # sigma2, f_star overflowed to inf, accepted silently
+    h = [[1e-300] * 3, [1.0] * 3]
+    with pytest.raises(
+        ValueError, match=r"node_spectra.*smallest entry 1e-300 \(node_spectra\[0, \d\]\).*sigma2"
+    ):
+        HeterogeneousLeastSquares(3, 2, 1.0, node_spectra=h)
+    # without node optima apart (zeta2 = 0) the same spectra give finite constants: accepted
+    p = HeterogeneousLeastSquares(3, 2, 0.0, node_spectra=h)
+    assert np.isfinite(p.sigma2) and np.isfinite(p.f_star)

@@ -146,3 +146,25 @@ def test_invalid_arguments():
                               seed=1)  # fmt: skip
     with pytest.raises(ValueError, match="workers = 2 nodes"):
         HeterogeneousLogistic(3, 2).sample(Backend().stream(0, "x"), (2, 3, 1))
+
+
+def test_covariance_dissimilarity_errors_name_covariance_dissimilarity():
+    # the node spectra are built by the least-squares helper, whose message said
+    # hessian_dissimilarity, a parameter HeterogeneousLogistic does not have
+    with pytest.raises(ValueError, match=r"covariance_dissimilarity = 2 .*allowed: 0 <= "
+                       r"covariance_dissimilarity < ") as err:
+        HeterogeneousLogistic(5, 4, covariance_dissimilarity=2)
+    assert "hessian" not in str(err.value)
+
+
+def test_a_feature_shift_that_makes_the_problem_singular_is_refused_with_the_number():
+    # feature_shift = 1000 at d = 5, P = 4: mu of H(theta*) is lost to rounding (0 or ~1e-31
+    # against L ~ 1e5); the problem was accepted with that condition number
+    with pytest.raises(ValueError, match=r"feature_shift = 1000.*condition number L / mu = "
+                       r"(inf|\d).*allowed: .*1e\+12"):
+        HeterogeneousLogistic(5, 4, feature_shift=1e3)
+    with pytest.raises(ValueError, match=r"feature_shift = 100.*condition number L / mu = "
+                       r"1\.\d+e\+34"):
+        HeterogeneousLogistic(5, 4, feature_shift=100.0)
+    assert HeterogeneousLogistic(5, 4, feature_shift=10.0).L / HeterogeneousLogistic(
+        5, 4, feature_shift=10.0).mu < 1e5  # a shift of 10 stays well conditioned

@@ -145,3 +145,42 @@ def test_quickstart_notebook_shows_its_figure_inline():
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert 'use("Agg")' not in code and "use('Agg')" not in code
     assert "%matplotlib inline" in code
+
+
+# ------------------------------------------------------------------ strings and seeds in problems
+@pytest.mark.parametrize(
+    ("build", "name"),
+    [
+        (lambda: ck.HeterogeneousLeastSquares(3, 2, 0.0, node_spectra=[["a", 1, 1], [1, 1, 1]]),
+         "node_spectra"),
+        (lambda: ck.HeterogeneousLeastSquares(3, 2, 0.0, theta_star=["a", 1, 1]), "theta_star"),
+        (lambda: ck.HeterogeneousLeastSquares(3, 2, 0.0, spectrum=["a", 1, 1]), "spectrum"),
+        (lambda: ck.HeterogeneousLogistic(3, 2, beta=["a", 1, 1]), "beta"),
+        (lambda: ck.LeastSquares.gaussian(3, ["a", 1, 1]), "spectrum"),
+        (lambda: ck.LeastSquares.gaussian(3, "flat", theta_star=["a", 1, 1]), "theta_star"),
+        (lambda: ck.LogisticRegression.gaussian(3, theta_star=["a", 1, 1]), "theta_star"),
+    ],
+    ids=["hls-node_spectra", "hls-theta_star", "hls-spectrum", "hlog-beta", "ls-spectrum",
+         "ls-theta_star", "logistic-theta_star"],
+)
+def test_a_string_in_a_numeric_array_names_the_parameter(build, name):
+    # was: ValueError: could not convert string to float: 'a' (no parameter named)
+    with pytest.raises(TypeError, match=rf"^{name} must be an array of real numbers, got an "
+                       r"entry 'a'"):
+        build()
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda s: ck.HeterogeneousLeastSquares(3, 2, 0.0, seed=s),
+        lambda s: ck.HeterogeneousLogistic(3, 2, seed=s),
+        lambda s: ck.LeastSquares.gaussian(3, "flat", seed=s),
+        lambda s: ck.LogisticRegression.gaussian(3, seed=s, eval_size=64),
+    ],
+    ids=["hls", "hlog", "ls", "logistic"],
+)
+def test_a_negative_seed_names_the_parameter(build):
+    # was: ValueError: expected non-negative integer (NumPy's SeedSequence, no name)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+        build(-1)

@@ -29,10 +29,37 @@ import numpy as np
 
 from ..backend import RandomStream, namespace_of
 
-__all__ = ["METRICS", "GradientOracle", "Problem"]
+__all__ = ["METRICS", "GradientOracle", "Problem", "as_float_array", "check_seed"]
 
 #: Error metrics every problem reports, in this order.
 METRICS: tuple[str, ...] = ("excess_risk", "hnorm2", "dist2")
+
+
+def as_float_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 NumPy array; ``TypeError`` naming ``name`` when it holds
+    something that is not a number (a string: the first such entry is shown) or is ragged."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        try:
+            flat = np.asarray(value, dtype=object).ravel()
+        except ValueError:  # ragged beyond what an object array holds
+            flat = np.empty(0, dtype=object)
+        text = next((x for x in flat if isinstance(x, (str, bytes))), None)
+        got = f"an entry {text!r}" if text is not None else f"{value!r} ({exc})"
+        raise TypeError(f"{name} must be an array of real numbers, got {got}") from None
+
+
+def check_seed(name: str, value: Any) -> int:
+    """``value`` as a seed of NumPy's ``SeedSequence``: an integer ``>= 0`` (``TypeError`` /
+    ``ValueError`` naming ``name`` otherwise)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer >= 0, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {int(value)}")
+    return int(value)
 
 
 class Problem(ABC):

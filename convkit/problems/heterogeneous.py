@@ -91,7 +91,7 @@ import numpy as np
 from ..backend import RandomStream, namespace_of
 from ..validation import check_in, check_int, check_real
 from ._heterogeneous_kernel import node_error_sums, node_ls_sgd_update
-from .base import Problem
+from .base import Problem, as_float_array, check_seed
 from .least_squares import spectrum as _spectrum
 
 __all__ = ["NODE_METRICS", "HeterogeneousLeastSquares", "NodeBatch", "node_spectra"]
@@ -109,13 +109,19 @@ class NodeBatch:
     eps: Any
 
 
-def node_spectra(hbar: np.ndarray, workers: int, delta: float, seed: int) -> np.ndarray:
+def node_spectra(
+    hbar: np.ndarray,
+    workers: int,
+    delta: float,
+    seed: int,
+    parameter: str = "hessian_dissimilarity",
+) -> np.ndarray:
     """Node spectra ``h_i = hbar (1 + s v_i)`` at Hessian dissimilarity ``delta`` (module
     docstring): ``v_i`` seeded uniform on ``[-1, 1]^d``, centred over the ``workers`` nodes, and
     ``s`` such that ``max_{i,j} hbar_j s |v_ij| = delta``. Shape (P, d), every entry > 0.
 
-    Raises ValueError when ``delta`` would make a spectrum non-positive (the message gives the
-    largest allowed value)."""
+    Raises ValueError when ``delta`` would make a spectrum non-positive (the message names
+    ``parameter``, the caller's name of ``delta``, and gives the largest allowed value)."""
     P, d = int(workers), hbar.size
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 17, P, d]))
     v = rng.uniform(-1.0, 1.0, (P, d))
@@ -127,9 +133,9 @@ def node_spectra(hbar: np.ndarray, workers: int, delta: float, seed: int) -> np.
     s = delta / spread
     if not s * neg < 1.0:
         raise ValueError(
-            f"hessian_dissimilarity = {delta:g} makes a node spectrum non-positive for this "
+            f"{parameter} = {delta:g} makes a node spectrum non-positive for this "
             f"spectrum, P = {P}, d = {d} and seed = {seed}; allowed: 0 <= "
-            f"hessian_dissimilarity < {spread / neg:.6g}"
+            f"{parameter} < {spread / neg:.6g}"
         )
     return hbar * (1.0 + s * v)
 
@@ -222,7 +228,7 @@ class HeterogeneousLeastSquares(Problem):
             )
         self.noise = check_real("noise", noise, low=0)
         self.design = check_in("design", design, ("gaussian", "additive"))
-        self.seed = int(seed)
+        self.seed = check_seed("seed", seed)
         self.h = _spectrum(spectrum, self.d)
         self.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
         node_h = self._node_spectra(node_spectra, delta)
@@ -230,7 +236,7 @@ class HeterogeneousLeastSquares(Problem):
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 13, self.P, self.d]))
         if theta_star is None:
             theta_star = rng.standard_normal(self.d) / np.sqrt(self.d)
-        theta_star = np.asarray(theta_star, dtype=np.float64)
+        theta_star = as_float_array("theta_star", theta_star)
         self.check_theta(theta_star, "theta_star")
         if theta_star.shape != (self.d,) or not np.all(np.isfinite(theta_star)):
             raise ValueError(f"theta_star must be a finite vector of shape ({self.d},)")
@@ -258,36 +264,68 @@ class HeterogeneousLeastSquares(Problem):
         self.delta_ms = float(np.mean(dev * dev))
         self.L = float(self.node_h.max())
         self.mu = float(self.h.min())
-        if self.equal_hessians:
-            self.R2 = float(self.h.sum())
-            hu2 = np.sum(self.offsets**2 * self.h, axis=1)  # ||u_i||_H^2
-            self.f_star = 0.5 * self.noise**2 + 0.5 * float(hu2.mean())
-            self.sigma2 = self.noise**2 * self.R2 + float(
-                np.mean(self.R2 * hu2 + np.sum((self.offsets * self.h) ** 2, axis=1))
-            )
-        else:
-            tr = self.node_h.sum(axis=1)  # tr(H_i)
-            self.R2 = float(tr.max())
-            hu2 = np.sum(self.offsets**2 * self.node_h, axis=1)  # ||u_i||_{H_i}^2
-            self.f_star = 0.5 * self.noise**2 + 0.5 * float(hu2.mean())
-            self.sigma2 = float(
-                np.mean(
-                    self.noise**2 * tr
-                    + tr * hu2
-                    + np.sum((self.offsets * self.node_h) ** 2, axis=1)
+        # a tiny node spectrum with zeta2 > 0 overflows here: _check_finite_constants says so
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.equal_hessians:
+                self.R2 = float(self.h.sum())
+                hu2 = np.sum(self.offsets**2 * self.h, axis=1)  # ||u_i||_H^2
+                self.f_star = 0.5 * self.noise**2 + 0.5 * float(hu2.mean())
+                self.sigma2 = self.noise**2 * self.R2 + float(
+                    np.mean(self.R2 * hu2 + np.sum((self.offsets * self.h) ** 2, axis=1))
                 )
-            )
-        if self.design == "additive":
-            self.sigma2 = self.noise**2 * float(np.mean(self.node_h.sum(axis=1)))
+            else:
+                tr = self.node_h.sum(axis=1)  # tr(H_i)
+                self.R2 = float(tr.max())
+                hu2 = np.sum(self.offsets**2 * self.node_h, axis=1)  # ||u_i||_{H_i}^2
+                self.f_star = 0.5 * self.noise**2 + 0.5 * float(hu2.mean())
+                self.sigma2 = float(
+                    np.mean(
+                        self.noise**2 * tr
+                        + tr * hu2
+                        + np.sum((self.offsets * self.node_h) ** 2, axis=1)
+                    )
+                )
+            if self.design == "additive":
+                self.sigma2 = self.noise**2 * float(np.mean(self.node_h.sum(axis=1)))
+        self._check_finite_constants()
+
+    def _check_finite_constants(self) -> None:
+        """``ValueError`` when the node optima or the constants overflow float64 (a tiny
+        node spectrum with ``zeta2 > 0`` puts a node optimum at ``~ 1 / h``), naming the
+        smallest node spectrum entry."""
+        values = {
+            "node optima": float(np.max(np.abs(self.node_optima))),
+            "f_star": self.f_star,
+            "sigma2": self.sigma2,
+        }
+        bad = [k for k, v in values.items() if not np.isfinite(v)]
+        if not bad:
+            return
+        i, j = np.unravel_index(int(np.argmin(self.node_h)), self.node_h.shape)
+        given = "node_spectra" if self._explicit_spectra else "spectrum"
+        raise ValueError(
+            f"{given}: the smallest entry {self.node_h[i, j]:g} (node_spectra[{i}, {j}]) with "
+            f"zeta2 = {self.zeta2:g} puts the node optima at up to ~zeta / h and makes "
+            f"{', '.join(bad)} overflow float64 ({', '.join(f'{k} = {values[k]:g}' for k in bad)}); "
+            f"allowed: spectra whose constants are finite (larger smallest entries, or a "
+            f"smaller zeta2)"
+        )
 
     def _node_spectra(self, given: Any, delta: float) -> np.ndarray | None:
         """The node spectra (P, d), or None for equal Hessians (``delta = 0``, none given)."""
         if given is not None:
-            h = np.asarray(given, dtype=np.float64)
-            if h.shape != (self.P, self.d) or not np.all(np.isfinite(h)) or np.any(h <= 0):
+            h = as_float_array("node_spectra", given)
+            if h.shape != (self.P, self.d):
                 raise ValueError(
                     f"node_spectra must be finite and > 0 of shape (workers, d) = ({self.P}, "
                     f"{self.d}), got shape {h.shape}"
+                )
+            bad = np.argwhere(~(np.isfinite(h) & (h > 0)))
+            if bad.size:
+                i, j = (int(x) for x in bad[0])
+                raise ValueError(
+                    f"node_spectra[{i}, {j}] = {h[i, j]:g} (node {i}, coordinate {j}; "
+                    f"{len(bad)} bad entries in all); allowed: finite and > 0"
                 )
             return h.copy()
         if delta == 0:

@@ -88,7 +88,7 @@ import numpy as np
 
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_int, check_real
-from .base import Problem
+from .base import Problem, as_float_array, check_seed
 from .heterogeneous import NODE_METRICS, node_spectra
 from .least_squares import spectrum as _spectrum
 from .logistic import LogisticBatch, LogisticSteps, bernoulli_kl_logits, labelled_batch, sigmoid
@@ -124,6 +124,11 @@ def _sigmoid_derivatives(t: np.ndarray) -> tuple[np.ndarray, ...]:
     return s, d1, d1 * (q - s), d1 * (1.0 - 6.0 * d1)
 
 
+#: The largest condition number ``L / mu`` of ``H(theta*)`` a :class:`HeterogeneousLogistic`
+#: accepts: beyond it ``mu`` is at the rounding level of ``L`` (float64 resolves 1e-16).
+MAX_CONDITION = 1e12
+
+
 class HeterogeneousLogistic(LogisticSteps, Problem):
     """Logistic regression with node data distributions (module docstring).
 
@@ -137,7 +142,8 @@ class HeterogeneousLogistic(LogisticSteps, Problem):
         Outer variance at the optimum ``(1/P) sum_i ||grad f_i(theta*)||^2 >= 0``, reached by
         scaling the concept shift (numerical; module docstring).
     feature_shift:
-        Root mean square ``||m_i||`` of the node feature means (exact).
+        Root mean square ``||m_i||`` of the node feature means (exact); a shift that makes
+        ``L / mu`` of ``H(theta*)`` exceed :data:`MAX_CONDITION` (1e12) is refused.
     covariance_dissimilarity:
         ``max_i ||S_i - Sbar||_op`` of the node feature covariances (exact to rounding).
     spectrum:
@@ -174,18 +180,20 @@ class HeterogeneousLogistic(LogisticSteps, Problem):
                 f"(one node is the network), got zeta2 = {self.zeta2_target:g}, feature_shift "
                 f"= {self.feature_shift:g}, covariance_dissimilarity = {cov_dis:g}"
             )
-        self.seed = int(seed)
+        self.seed = check_seed("seed", seed)
         self.noise = None
         self.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
         sbar = _spectrum(spectrum, self.d)
-        self.node_s = node_spectra(sbar, self.P, cov_dis, self.seed)
+        self.node_s = node_spectra(
+            sbar, self.P, cov_dis, self.seed, parameter="covariance_dissimilarity"
+        )
         self.s = self.node_s.mean(axis=0)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 29, self.P, self.d]))
         if beta is None:
             beta = 2.0 * rng.standard_normal(self.d) / np.sqrt(self.d)
         else:
             rng.standard_normal(self.d)  # the same directions below whatever beta
-        beta = np.asarray(beta, dtype=np.float64)
+        beta = as_float_array("beta", beta)
         if beta.shape != (self.d,) or not np.all(np.isfinite(beta)):
             raise ValueError(f"beta must be a finite vector of shape ({self.d},), got {beta.shape}")
         self.beta = beta
@@ -216,8 +224,25 @@ class HeterogeneousLogistic(LogisticSteps, Problem):
             float(np.linalg.eigvalsh(np.diag(s) + np.outer(mi, mi))[-1]) / 4.0
             for s, mi in zip(self.node_s, self.means, strict=True)
         )
+        self._check_condition(cov_dis)
         self.sqrt_node_s = np.sqrt(self.node_s)
         self._prepare_excess()
+
+    def _check_condition(self, cov_dis: float) -> None:
+        """``ValueError`` when ``L / mu`` exceeds :data:`MAX_CONDITION` (``mu`` of
+        ``H(theta*)`` lost to rounding: a large ``feature_shift`` stretches the features along
+        the node means while the logistic curvature vanishes there), with the number."""
+        cond = self.L / self.mu if self.mu > 0 else float("inf")
+        if cond <= MAX_CONDITION:
+            return
+        raise ValueError(
+            f"HeterogeneousLogistic: feature_shift = {self.feature_shift:g} (with "
+            f"covariance_dissimilarity = {cov_dis:g}, zeta2 = {self.zeta2_target:g}, d = "
+            f"{self.d}, workers = {self.P}, seed = {self.seed}) gives H(theta*) the condition "
+            f"number L / mu = {cond:.3g} (mu = {self.mu:.3g}, L = {self.L:.3g}): mu is lost to "
+            f"rounding and no step contracts in float64; allowed: L / mu <= "
+            f"{MAX_CONDITION:.0e} (a smaller feature_shift or spectrum spread)"
+        )
 
     # ------------------------------------------------------------------ exact 1-D moments
     def _moments(

@@ -33,7 +33,7 @@ import numpy as np
 from .._kernels import ls_sgd_update
 from ..backend import RandomStream, namespace_of
 from ..validation import check_in, check_int, check_real
-from .base import Problem
+from .base import Problem, as_float_array, check_seed
 
 __all__ = ["LeastSquares", "spectrum"]
 
@@ -73,9 +73,9 @@ def spectrum(spec: str | Callable[[int], Any] | Any, d: int) -> np.ndarray:
         else:
             raise ValueError(_SPECTRUM_FORMS + f", got {spec!r}")
     elif callable(spec):
-        h = np.asarray(spec(d), dtype=np.float64)
+        h = as_float_array("spectrum", spec(d))
     else:
-        h = np.asarray(spec, dtype=np.float64)
+        h = as_float_array("spectrum", spec)
     if h.shape != (d,):
         raise ValueError(f"spectrum must give d = {d} eigenvalues, got shape {h.shape}")
     if not np.all(np.isfinite(h)) or np.any(h <= 0):
@@ -110,6 +110,8 @@ def _random_orthogonal(d: int, seed: int | None) -> np.ndarray:
     """
     from scipy.stats import ortho_group
 
+    if seed is not None:
+        seed = check_seed("seed", seed)
     seconds = rotation_seconds(d)
     if seconds > ROTATION_WARN_SECONDS:
         warnings.warn(
@@ -176,7 +178,7 @@ class LeastSquares(Problem):
         theta_star: Any = None,
         seed: int | None = 0,
     ) -> None:
-        self.h = np.asarray(h, dtype=np.float64)
+        self.h = as_float_array("h", h)
         if self.h.ndim != 1 or self.h.size < 1:
             raise ValueError(f"h must be a non-empty 1-D array, got shape {self.h.shape}")
         if not np.all(np.isfinite(self.h)) or np.any(self.h <= 0):
@@ -189,11 +191,11 @@ class LeastSquares(Problem):
             if Q.shape != (self.d, self.d) or not np.allclose(Q.T @ Q, np.eye(self.d), atol=1e-10):
                 raise ValueError(f"Q must be an orthogonal ({self.d}, {self.d}) matrix")
         self.Q = Q
-        self.seed = seed
+        self.seed = None if seed is None else check_seed("seed", seed)
         if theta_star is None:
             rng = np.random.default_rng(np.random.SeedSequence([0 if seed is None else seed, 1]))
             theta_star = rng.standard_normal(self.d) / np.sqrt(self.d)
-        theta_star = np.asarray(theta_star, dtype=np.float64)
+        theta_star = as_float_array("theta_star", theta_star)
         self.check_theta(theta_star, "theta_star")
         if not np.all(np.isfinite(theta_star)):
             raise ValueError("theta_star must contain only finite values")

@@ -60,7 +60,7 @@ import numpy as np
 from .._logistic_kernels import kl_quadrature, logistic_sgd_update
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_in, check_int
-from .base import Problem
+from .base import Problem, as_float_array, check_seed
 from .least_squares import _random_orthogonal, covariance
 from .least_squares import spectrum as _spectrum_of
 
@@ -201,14 +201,14 @@ class LogisticRegression(LogisticSteps, Problem):
             if Q.shape != (d, d) or not np.allclose(Q.T @ Q, np.eye(d), atol=1e-10):
                 raise ValueError(f"Q must be an orthogonal ({d}, {d}) matrix")
         self.Q = Q
-        self.seed = seed
+        self.seed = None if seed is None else check_seed("seed", seed)
         self.eval_size = check_int("eval_size", eval_size, low=2)
         self.n_quad = check_int("n_quad", n_quad, low=2, high=400)
         self.excess_risk_method = check_in("excess_risk", excess_risk, ("quadrature", "sample"))
         if theta_star is None:
             rng = np.random.default_rng(np.random.SeedSequence([0 if seed is None else seed, 1]))
             theta_star = rng.standard_normal(d) / np.sqrt(d)
-        theta_star = np.asarray(theta_star, dtype=np.float64)
+        theta_star = as_float_array("theta_star", theta_star)
         self.check_theta(theta_star, "theta_star")
         if theta_star.ndim != 1 or not np.all(np.isfinite(theta_star)):
             raise ValueError("theta_star must be a finite vector of shape (d,)")
