@@ -131,6 +131,7 @@ __all__ = [
     "SIMULATE_PATHS",
     "DivergenceWarning",
     "available_memory",
+    "check_workers",
     "record_steps",
     "simulate",
 ]
@@ -247,6 +248,22 @@ def budget_local_steps(
             f"gradients must be >= workers * batch = {per} (at least one local step), got {T}"
         )
     return T // per
+
+
+def check_workers(problem: Problem, algos: Sequence[Algorithm]) -> None:
+    """``ValueError`` when ``problem`` needs a number of workers
+    (:attr:`~convkit.problems.base.Problem.required_workers`: one per node or data block) and
+    an algorithm has another, naming the algorithm, its workers and what is allowed."""
+    need = problem.required_workers
+    if need is None:
+        return
+    wrong = [a for a in algos if a.workers != need]
+    if wrong:
+        listed = ", ".join(f"{a.label!r} has workers = {a.workers}" for a in wrong)
+        raise ValueError(
+            f"{type(problem).__name__} has {need} nodes (one distribution or data block "
+            f"each), but {listed}; allowed: workers = {need} for every algorithm"
+        )
 
 
 def _initial_distance(theta0: np.ndarray, theta_star: Any) -> float:
@@ -388,6 +405,7 @@ def simulate(
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be a convkit Problem, got {type(problem).__name__}")
     algos = algorithm_list(algorithms)
+    check_workers(problem, algos)
     labels = [a.label for a in algos]
     R = check_int("replicates", replicates, low=1)
     seed = check_int("seed", seed, low=0)

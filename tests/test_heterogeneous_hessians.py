@@ -275,8 +275,12 @@ def test_node_errors_compiled_and_numpy_agree():
 
 
 @pytest.mark.parametrize(
-    ("bad", "where"), [(-1.0, r"node_spectra\[1, 2\] = -1"), (np.nan, r"node_spectra\[1, 2\] = nan"),
-                       (0.0, r"node_spectra\[1, 2\] = 0")],
+    ("bad", "where"),
+    [
+        (-1.0, r"node_spectra\[1, 2\] = -1"),
+        (np.nan, r"node_spectra\[1, 2\] = nan"),
+        (0.0, r"node_spectra\[1, 2\] = 0"),
+    ],
 )
 def test_a_bad_node_spectrum_entry_is_named_with_its_index(bad, where):
     h = np.ones((4, 5))
@@ -296,3 +300,19 @@ def test_a_node_spectrum_that_makes_the_constants_overflow_is_refused():
     # without node optima apart (zeta2 = 0) the same spectra give finite constants: accepted
     p = HeterogeneousLeastSquares(3, 2, 0.0, node_spectra=h)
     assert np.isfinite(p.sigma2) and np.isfinite(p.f_star)
+
+
+def test_simulate_refuses_algorithms_whose_workers_are_not_the_nodes_up_front():
+    # the mismatch surfaced in the problem's sample, after the plan and the memory check;
+    # now simulate names the algorithm, its workers and the problem's nodes before anything
+    p = HeterogeneousLeastSquares(3, 4, 0.1)
+    algos = [
+        ck.LocalSGD(4, ck.Constant(0.1), "every:2", name="ok"),
+        ck.LocalSGD(8, ck.Constant(0.1), "every:2", name="wide"),
+    ]
+    with pytest.raises(
+        ValueError,
+        match=r"HeterogeneousLeastSquares has 4 nodes.*'wide' has "
+        r"workers = 8.*allowed: workers = 4",
+    ):
+        ck.simulate(p, algos, steps=10, replicates=2)

@@ -320,3 +320,33 @@ def test_sweep_result_repr_is_short(tmp_path):
         assert "failed=0" in text and "diverged=" in text and str(out) in text
     assert loaded.directory == out
     json.loads((out / "sweep.json").read_text())  # still the full metadata on disk
+
+
+def test_dry_run_checks_the_workers_of_a_problem_with_nodes(tmp_path, capsys):
+    """A problem with 4 nodes and an algorithm with 8 workers failed only at run time (in
+    the problem's sample); the dry run now refuses the configurations that mismatch, with
+    the count, and keeps those that match."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        textwrap.dedent(
+            """
+            steps = 8
+            replicates = 2
+            [problem]
+            kind = "heterogeneous_least_squares"
+            d = 3
+            workers = 4
+            zeta2 = 0.1
+            [algorithm]
+            kind = "local_sgd"
+            workers = 4
+            step = {kind = "constant", gamma = 0.1}
+            [grid]
+            "algorithm.workers" = [4, 8]
+            """
+        )
+    )
+    assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "HeterogeneousLeastSquares has 4 nodes" in err, err
+    assert "workers = 8" in err and "1 configuration" in err, err

@@ -94,6 +94,13 @@ class Problem(ABC):
     def errors(self, theta: Any) -> dict[str, Any]:
         """Error metrics (:data:`METRICS`) of ``theta`` of shape ``(..., d)``, each of shape ``(...)``."""
 
+    @property
+    def required_workers(self) -> int | None:
+        """The number of workers every algorithm run on this problem must have (a problem
+        with one data distribution per node, or a data partition per worker), or ``None``
+        when any number will do. The engines check it before anything runs."""
+        return None
+
     def node_errors(self, models: Any) -> dict[str, Any]:
         """The mean over nodes of the error of each node's model, ``models`` of shape
         ``(..., P, d)``, named as :attr:`node_metrics` declares, each of shape ``(...)``."""

@@ -360,6 +360,11 @@ class FiniteSum(Problem):
         }
 
     # ------------------------------------------------------------------ sampling
+    @property
+    def required_workers(self) -> int | None:
+        """With a ``partition``, one worker per block; otherwise any number."""
+        return None if self.partition is None else len(self.partition)
+
     def sample(self, stream: RandomStream, shape: tuple[int, int, int]) -> IndexBatch:
         """Row indices of shape ``(R, P, b)`` (see the module docstring)."""
         R, P, b = shape

@@ -348,6 +348,11 @@ class HeterogeneousLeastSquares(Problem):
         """Number of nodes ``P``."""
         return self.P
 
+    @property
+    def required_workers(self) -> int:
+        """Every algorithm runs on the ``P`` nodes (one distribution each)."""
+        return self.P
+
     def describe(self) -> dict[str, Any]:
         out = {
             "kind": "heterogeneous_least_squares",

@@ -353,6 +353,11 @@ class HeterogeneousLogistic(LogisticSteps, Problem):
         """Number of nodes ``P``."""
         return self.P
 
+    @property
+    def required_workers(self) -> int:
+        """Every algorithm runs on the ``P`` nodes (one distribution each)."""
+        return self.P
+
     def describe(self) -> dict[str, Any]:
         digest = hashlib.sha256(np.ascontiguousarray(self.beta).tobytes()).hexdigest()[:16]
         return {

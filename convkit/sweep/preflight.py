@@ -46,7 +46,8 @@ def probe(
 ) -> tuple[set[str], set[str]]:
     """Build and validate the objects of one normalised setting, as the run will.
 
-    Checks what :func:`convkit.simulate` checks before it starts (unique labels, ``tail``,
+    Checks what :func:`convkit.simulate` checks before it starts (unique labels, the
+    workers a problem with nodes needs, ``tail``,
     the local steps of each algorithm -- ``gradients`` a multiple of ``P b`` --, the step
     schedule over those steps, the record points), and reads the names of each algorithm's
     metrics from its declaration (:meth:`~convkit.algorithms.base.Algorithm.metric_names`).  ``problems`` memoises built problems
@@ -60,6 +61,7 @@ def probe(
     from convkit.backend import get_backend
     from convkit.problems.base import METRICS, Problem
     from convkit.recording import record_steps
+    from convkit.simulate import check_workers
     from convkit.validation import check_real
 
     key = _canonical(setting["problem"])
@@ -73,6 +75,7 @@ def probe(
         raise TypeError(f"problem must be a convkit Problem, got {type(problem).__name__}")
     specs = setting["algorithms"] if "algorithms" in setting else [setting["algorithm"]]
     algos = algorithm_list([_make("algorithm", a) for a in specs])
+    check_workers(problem, algos)  # one worker per node of the problem, as simulate checks
     rec = setting["record"]
     check_real("tail", rec["tail"], low=0, high=1, high_inclusive=False)
     get_backend("numpy", setting["dtype"])  # the dtype, as simulate checks it
