@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from analyses._local_sgd_cells import precise
+from convkit import verdicts as V
 
 EPS = (0.1, 0.25)
 Z95 = 1.959963984540054
@@ -176,7 +177,7 @@ def power_fit(
     beta = cov @ (X.T @ (w * np.log(y)))
     resid = np.log(y) - X @ beta
     chi2 = float(np.sum(w * resid**2) / (y.size - k))
-    infl = max(1.0, math.sqrt(chi2))
+    infl = V.misfit_inflation(chi2)  # the verdict rule: widened by sqrt(max(1, chi2/dof))
     sd = np.sqrt(np.diag(cov)) * infl
     for i, v in enumerate(vars_, start=1):
         out["slopes"][v] = float(beta[i])
@@ -188,6 +189,26 @@ def power_fit(
 
 def fmt_interval(iv: tuple[float, float]) -> str:
     return f"[{iv[0]:.2f}, {iv[1]:.2f}]"
+
+
+def adequate_windows(
+    T: Any, P: Any, y: Any, se: Any, min_points: int = 8
+) -> list[tuple[float, dict[str, Any]]]:
+    """Every window ``T >= T_min`` (``T_min`` from the ``T`` values present, smallest first)
+    with at least ``min_points`` points and two values of ``T`` over which the joint power law
+    of :func:`power_fit` is adequate, as ``(T_min, fit)``. A verdict on a window chosen from
+    the data holds only when every one of these agrees
+    (:func:`convkit.verdicts.window_agreement`)."""
+    T, P, y, se = (np.asarray(v, dtype=float) for v in (T, P, y, se))
+    out = []
+    for t_min in np.unique(T):
+        keep = T >= t_min
+        if keep.sum() < min_points or np.unique(T[keep]).size < 2:
+            break
+        f = power_fit(T[keep], P[keep], y[keep], se[keep])
+        if f["adequate"] and f["n_points"] >= min_points:
+            out.append((float(t_min), f))
+    return out
 
 
 def adequate_window(

@@ -123,6 +123,18 @@ def _final(data: pd.DataFrame, problem: str, iterate: str = "avg") -> pd.Series:
     return g.set_index("config")
 
 
+def controls(data: pd.DataFrame) -> list[V.Control]:
+    """Negative control (:func:`convkit.verdicts.controlled`): the labels of the Local-SGD
+    schedules reversed in N (OSA's curve called N=1024 and so on), so that the error rises
+    with the number of rounds: the ordering claim must come out violated."""
+    names = ["OSA"] + [f"N={N}" for N in ROUNDS]
+    swap = dict(zip(names, names[::-1], strict=True))
+    bad = data.copy()
+    bad["config"] = data["config"].map(lambda c: swap.get(c, c))
+    return [V.Control("schedules reversed in N", bad)]
+
+
+@V.controlled(controls)
 def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     """Ordering of the paired final ratios in N, the OSA gap, MBA against d/T."""
     out: list[dict[str, Any]] = []

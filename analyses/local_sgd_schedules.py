@@ -116,6 +116,18 @@ def summary(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def controls(data: pd.DataFrame) -> list[V.Control]:
+    """Negative control (:func:`convkit.verdicts.controlled`): every family's ratio to even
+    spacing inverted (``r -> 1/r``, its SE ``se / r^2`` by the delta method, so the same pairs
+    stay precise): each family is then worse than even by what it saved, and the claim must
+    come out violated."""
+    bad = data.copy()
+    bad["ratio_to_even"] = 1.0 / data["ratio_to_even"]
+    bad["ratio_to_even_se"] = data["ratio_to_even_se"] / data["ratio_to_even"] ** 2
+    return [V.Control("ratio to even spacing inverted", bad)]
+
+
+@V.controlled(controls)
 def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     """Per problem and family: how often it beats even spacing and by how much."""
     out = []

@@ -425,12 +425,9 @@ def fit(df: pd.DataFrame, problem: str, alpha: float, eps: float, var: str) -> d
         inner.N_star_se.to_numpy(float),
         predicted=0.5,
     )
-    infl = max(1.0, math.sqrt(f.chi2_dof)) if f.chi2_dof is not None else 1.0
-    half = (f.interval[1] - f.interval[0]) / 2 * infl
     out.update(
         slope=f.slope,
-        interval=(f.slope - half, f.slope + half),
-        raw_interval=f.interval,
+        interval=f.interval,  # widened by sqrt(chi2/dof) in fit_exponent (the verdict rule)
         chi2_dof=f.chi2_dof,
         intercept=f.intercept,
         adequate=f.adequate,
@@ -439,6 +436,35 @@ def fit(df: pd.DataFrame, problem: str, alpha: float, eps: float, var: str) -> d
     return out
 
 
+N_STAR_COLUMNS = ("N_star", "N_star_se", "N_lo", "N_hi", "N_star_q025", "N_star_q975")
+
+
+def controls(df: pd.DataFrame) -> list[V.Control]:
+    """Negative controls (:func:`convkit.verdicts.controlled`), the same checks on data made
+    false on purpose: ``N*`` (and its interval) times ``T`` or times ``P`` (its exponent moved
+    from 1/2 to 3/2); the one-shot gap mirrored (``err(OSA)/err(MBA) - 1`` negated: OSA better
+    than MBA); the exact engine's ratios 3 % off and its thresholds doubled (the Monte Carlo
+    must then disagree with them)."""
+    out = []
+    for var in ("T", "P"):
+        bad = df.copy()
+        for c in N_STAR_COLUMNS:
+            if c in bad:
+                bad[c] = df[c] * df[var]
+        out.append(V.Control(f"N* x {var}: exponent in {var} shifted by +1", bad))
+    bad = df.copy()
+    if "ratio_osa" in bad:
+        bad["ratio_osa"] = 2.0 - df["ratio_osa"]
+    out.append(V.Control("one-shot gap mirrored below 1", bad))
+    bad = df.copy()
+    for c, f in (("exact_ratio", 1.03), ("exact_N_star_grid", 2.0), ("exact_N_star", 2.0)):
+        if c in bad:
+            bad[c] = df[c] * f
+    out.append(V.Control("exact engine 3 % off, its N* doubled", bad))
+    return out
+
+
+@V.controlled(controls)
 def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Exponents of N* in T and in P per problem, alpha and eps (claim +1/2 each); the
     one-shot gap err(OSA)/err(MBA) at the smallest T; for least squares the Monte Carlo curves

@@ -328,6 +328,26 @@ def _setting(row: Any) -> str:
     return f"{row['design']}, spectrum {row['spectrum']}, d = {int(row['d'])}, b = {int(row['b'])}"
 
 
+def controls(data: pd.DataFrame) -> list[V.Control]:
+    """Negative controls (:func:`convkit.verdicts.controlled`): the same checks against claims
+    made false on purpose. The derived limit 10 % too large (the exact boundary must then miss
+    it by far more than its bracket); the claimed limit twice the derived one (the Monte Carlo
+    replicates that diverged at ``gamma*`` then diverge below the claim); the sufficient bound
+    doubled (it then exceeds the measured boundary)."""
+    wrong_limit = data.copy()
+    wrong_limit["gamma_derived"] = data["gamma_derived"] * 1.1
+    halved = data.copy()
+    halved["ratio"] = data["ratio"] / 2.0
+    loose = data.copy()
+    loose["gamma_sufficient"] = data["gamma_sufficient"] * 2.0
+    return [
+        V.Control("derived limit 10 % too large", wrong_limit),
+        V.Control("claimed limit twice the derived one (Monte Carlo grid halved)", halved),
+        V.Control("sufficient bound doubled", loose),
+    ]
+
+
+@V.controlled(controls)
 def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     """Per setting: the exact boundary against the derived limit (relative difference within
     the bisection bracket plus 3 x the horizon bias ``ln F / (n kappa)``), the Monte Carlo

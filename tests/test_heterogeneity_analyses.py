@@ -32,8 +32,8 @@ def _rows(rows, result):
 def test_local_vs_minibatch_quick_verdicts(lvm, tmp_path):
     """Quick mode (the quadratic part is the full run's): Local-SGD wins on iid quadratics
     (exact ratio 0.88) and still at zeta^2 = 4 (0.90, measured), mini-batch SGD at zeta^2 = 25
-    and 100 (1.05, 1.49; delta = 0.2); N* at growing gaps never grows with T and the error
-    times P n is flat in P."""
+    and 100 (1.05, 1.49; delta = 0.2), reported as measured; N* at growing gaps never grows
+    with T but reaches one-shot averaging (measured), and the error times P n is flat in P."""
     M, data = lvm
     rows = M.checks(data)
     for r in rows:
@@ -41,12 +41,23 @@ def test_local_vs_minibatch_quick_verdicts(lvm, tmp_path):
     (iid,) = _rows(rows, "woodworth.local_beats_minibatch_quadratic")
     assert iid["verdict"] == V.HOLDS
     het = _rows(rows, "woodworth.minibatch_wins_heterogeneous")
-    assert [r["verdict"] for r in het] == [V.MEASURED, V.HOLDS, V.HOLDS]
+    # "mini-batch can win" is an existence claim no data could make violated: no negative
+    # control, so the rows report (measured), mini-batch winning at zeta^2 = 25 and 100
+    assert [r["verdict"] for r in het] == [V.MEASURED] * 3
+    assert all("no negative control" in r["reason"] for r in het[1:])
     b = M.best(data).set_index(["part", "setting"])
     ratios = [b.loc[("quadratic", f"zeta2={z:g}"), "ratio"] for z in M.ZETA2]
     assert ratios[0] < ratios[1] < 1 < ratios[2] < ratios[3]
     sp = _rows(rows, "spiridonoff.rounds_independent_of_T")
-    assert len(sp) == 3 + 3 and all(r["verdict"] == V.HOLDS for r in sp)
+    assert len(sp) == 3 + 3
+    # N* reaches 1 (one-shot averaging suffices) in the iid setting: the growing gaps are not
+    # tested, so those rows are measured; the linear speed-up rows hold (with their control)
+    rounds = [r for r in sp if "positions" in r["setting"]]
+    assert len(rounds) == 3 and all(r["verdict"] == V.MEASURED for r in rounds)
+    assert all("one-shot averaging already suffices" in r["reason"] for r in rounds)
+    speed = [r for r in sp if "positions" not in r["setting"]]
+    assert all(r["verdict"] == V.HOLDS for r in speed)
+    assert all(r["details"]["negative_control"] for r in speed)
     logi = [r for r in rows if r["result"].startswith("Local-SGD vs mini-batch SGD on logistic")]
     assert len(logi) == 2 and all(r["verdict"] == V.MEASURED for r in logi)
     facts = M.facts(data)
