@@ -108,3 +108,16 @@ def test_both_parsers_agree_on_a_valid_file(tmp_path):
     np.testing.assert_array_equal(a.X.toarray(), b.X.toarray())
     np.testing.assert_array_equal(a.y, b.y)
     assert a.X.shape == (4, 4)
+
+
+def test_an_open_file_is_refused_with_what_to_pass(tmp_path):
+    # scikit-learn's reader takes an open file; ours needs the path, and says so (it was
+    # "TypeError: expected str, bytes or os.PathLike object, not TextIOWrapper")
+    path = tmp_path / "d.svm"
+    path.write_text("1 1:0.5\n-1 2:1.5\n")
+    with open(path) as fh, pytest.raises(
+        TypeError, match=r"path must be the path of an svmlight file .*got an open file "
+        r"\(TextIOWrapper\).*load_svmlight\(f\.name\)"
+    ):
+        ds.load_svmlight(fh)
+    assert ds.load_svmlight(path).X.shape == (2, 2)

@@ -19,6 +19,7 @@ and builds finite-sum problems with :meth:`Dataset.least_squares` / :meth:`Datas
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,12 +169,22 @@ def load_svmlight(
       :data:`MAX_FEATURES` = 1e8, at most ``2^31 - 1``): a larger index is refused at its
       line, before any array of ``d`` entries is allocated.
 
+    ``path`` is a path (``str`` or ``os.PathLike``); an open file is refused with a
+    ``TypeError`` saying to pass its path.
+
     Every error about the content is a ``ValueError`` that names the file and the line
     (``path:line: ...``); scikit-learn's own messages are replaced by those of the
     pure-Python parser, which re-reads the file only on that error path.
     """
     import scipy.sparse as sp
 
+    if not isinstance(path, (str, os.PathLike)):
+        what = f"an open file ({type(path).__name__})" if hasattr(path, "read") else repr(path)
+        raise TypeError(
+            f"path must be the path of an svmlight file (str or os.PathLike), got {what}; "
+            "unlike scikit-learn's reader this one takes no open file: pass its path "
+            "(load_svmlight(f.name) for a file opened from disk)"
+        )
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path must be an existing svmlight file, got {str(path)!r}")
