@@ -30,7 +30,16 @@ Quick runs (``--quick``) write to the scratch directory ``figures-quick/`` by de
 by git) and are refused in the committed ``figures/``.  ``<out>/runs.json`` records, per
 analysis, the mode of its data (``full`` or ``quick``) and the exact commands that produced its
 data, figures and checks; ``index.md`` starts with the command that wrote it and shows each
-analysis' record.  A partial run (``--only``) keeps the other analyses' entries.
+analysis' record.  A partial run (``--only``) keeps the other analyses' entries.  A run that
+computes data also records its time per analysis (:mod:`convkit.figures_progress`):
+``seconds``, ``cell_cache`` (``cold``, ``warm``, ``partial`` or ``unused``: whether it read cache
+entries computed before it), ``compile_seconds`` (numba compilation inside it), ``date``,
+``machine`` (``nproc``, ``cpu``) and ``jobs``, and under ``fresh`` the same fields of the last
+run of that mode that read no cache entry: the time a fresh clone needs.
+
+Before any work the run prints its plan (the analyses, each one's recorded time, the total),
+then a line when each analysis starts and ends and ``k/N done, elapsed ..., ETA ...`` after
+each (:class:`convkit.figures_progress.Progress`).
 
 This module is the pipeline (:func:`discover`, :func:`run_figures`, :func:`write_index`); the
 command line is :mod:`convkit.cli.figures`.
@@ -46,6 +55,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from convkit.figures_progress import (
+    TIMING_KEYS,
+    CacheWatch,
+    Progress,
+    cache_dirs,
+    machine,
+    recorded_time,
+    timing_record,
+    utc_now,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -111,8 +131,7 @@ def _provenance(
         "figures": prev.get("figures", _UNRECORDED),
         "checks": command,
     }
-    if "seconds" in prev:
-        rec["seconds"] = prev["seconds"]
+    rec.update({k: prev[k] for k in (*TIMING_KEYS, "fresh") if k in prev})
     if not checks_only:
         rec["figures"] = command
     if not checks_only and not replot:
@@ -250,10 +269,22 @@ def run_figures(
     failed: list[str] = []
     tasks = [(str(analyses_dir), name, str(out), quick, checks_only, replot) for name in names]
 
-    def record(name: str, seconds: float | None) -> None:
-        runs[name] = _provenance(runs.get(name), command, quick, checks_only, replot)
-        if seconds is not None and not (checks_only or replot):
-            runs[name]["seconds"] = round(seconds, 1)
+    def record(name: str, outcome: dict) -> None:
+        previous = runs.get(name)
+        runs[name] = _provenance(previous, command, quick, checks_only, replot)
+        if not (checks_only or replot):
+            runs[name].update(
+                timing_record(
+                    previous,
+                    "quick" if quick else "full",
+                    outcome["seconds"],
+                    outcome.get("cell_cache", "unused"),
+                    outcome.get("compile_seconds", 0.0),
+                    jobs,
+                    when,
+                    where,
+                )
+            )
         (out / "runs.json").write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
 
     try:
@@ -262,12 +293,25 @@ def run_figures(
         print(f"convkit figures: {exc}", file=sys.stderr)
         return 2
     by_name = dict(zip(names, tasks, strict=True))
-    if jobs > 1 and len(tasks) > 1:
-        cost = {n: float((runs.get(n) or {}).get("seconds") or 0.0) for n in names}
-        outcomes = _parallel_outcomes(by_name, after, cost, jobs)
+    mode_name = "quick" if quick else "full"
+    estimates = _estimates(names, runs, out, mode_name)
+    cost = {n: estimates[n][0] or 0.0 for n in names}
+    parallel = jobs > 1 and len(tasks) > 1
+    order = sorted(names, key=lambda n: -cost[n]) if parallel else _serial_order(names, after)
+    computes = not (checks_only or replot)
+    progress = Progress(order, estimates, jobs if parallel else 1) if computes else None
+    when, where = utc_now(), machine()
+    if progress is not None:
+        progress.plan(
+            f"convkit figures: {len(names)} analys{'is' if len(names) == 1 else 'es'}, "
+            f"{mode_name} mode, {progress.jobs} job{'s' if progress.jobs > 1 else ''}, into {out} "
+            f"({where['nproc']} cores, {where['cpu']})"
+        )
+    if parallel:
+        outcomes = _parallel_outcomes(by_name, after, cost, jobs, progress)
     else:
-        outcomes = (_run_one(*by_name[n]) for n in _serial_order(names, after))
-    _collect(outcomes, titles, files, all_checks, failed, index_path, record)
+        outcomes = _serial_outcomes(by_name, order, progress)
+    _collect(outcomes, titles, files, all_checks, failed, index_path, record, progress)
     for name in all_checks:  # analyses of earlier runs without a record
         runs.setdefault(name, _provenance(None, _UNRECORDED, quick, True, False))
     write_index(out, titles, files, all_checks, mode_summary(runs, command), runs)
@@ -276,6 +320,22 @@ def run_figures(
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+def _estimates(
+    names: Sequence[str], runs: dict[str, dict], out: Path, mode: str
+) -> dict[str, tuple[float | None, str]]:
+    """Per analysis its recorded time for a run of ``mode`` into ``out``
+    (:func:`convkit.figures_progress.recorded_time`): from ``out/runs.json``, else from the
+    committed ``figures/runs.json``."""
+    committed = {} if _same_dir(out, COMMITTED) else _read_json(COMMITTED / "runs.json")
+    result = {}
+    for n in names:
+        est = recorded_time(runs.get(n), mode)
+        if est[0] is None and n in committed:
+            est = recorded_time(committed[n], mode)
+        result[n] = est
+    return result
 
 
 def _unwritable(out: Path) -> str | None:
@@ -324,15 +384,27 @@ def _serial_order(names: list[str], after: dict[str, tuple[str, ...]]) -> list[s
     return out
 
 
+def _serial_outcomes(tasks: dict[str, tuple], order: list[str], progress: Progress | None = None):
+    """Run ``tasks`` (name -> arguments of :func:`_run_one`) one by one in ``order`` and yield
+    each outcome, saying when each starts (``progress``)."""
+    for n in order:
+        if progress is not None:
+            progress.started(n)
+        yield _run_one(*tasks[n])
+
+
 def _parallel_outcomes(
     tasks: dict[str, tuple],
     after: dict[str, tuple[str, ...]],
     cost: dict[str, float],
     jobs: int,
+    progress: Progress | None = None,
 ):
     """Run ``tasks`` (name -> arguments of :func:`_run_one`) in ``jobs`` processes and yield
     each outcome as it finishes: the dearest ready analysis first (``cost``), an analysis
-    ready when every analysis of its ``after`` has finished (failed ones included)."""
+    ready when every analysis of its ``after`` has finished (failed ones included); each is
+    announced as it is handed to a process (``progress``: at most ``jobs`` are in the pool,
+    so it starts then)."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -345,6 +417,8 @@ def _parallel_outcomes(
                 if len(running) >= jobs:
                     break
                 pending.remove(n)
+                if progress is not None:
+                    progress.started(n)
                 running[pool.submit(_run_one, *tasks[n])] = n
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in finished:
@@ -380,9 +454,12 @@ def _run_one(
     a failure is returned, not raised, so that the others go on."""
     import matplotlib
 
+    from convkit._jit import compile_seconds
+
     matplotlib.use("Agg")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), compile_seconds()
     outdir = Path(out)
+    watch = CacheWatch(cache_dirs(Path(analyses_dir).parent))
     try:
         mod = _load(Path(analyses_dir), name)
         title = getattr(mod, "TITLE", name)
@@ -395,7 +472,8 @@ def _run_one(
             else:
                 written = own_figures(outdir, name, discover(Path(analyses_dir)))
         else:
-            data = mod.run(quick=quick)
+            with watch:
+                data = mod.run(quick=quick)
             data.to_csv(outdir / f"{name}.csv", index=False)
             written = mod.plot(data, outdir)
         rows = _validated(name, mod.checks(data))
@@ -403,34 +481,51 @@ def _run_one(
         import traceback
 
         traceback.print_exc()
-        return {"name": name, "error": f"{type(exc).__name__}: {exc}"}
+        return {
+            "name": name,
+            "error": f"{type(exc).__name__}: {exc}",
+            "seconds": time.perf_counter() - t0,
+        }
     return {
         "name": name,
         "title": title,
         "files": [Path(f).name for f in written],
         "checks": rows,
         "seconds": time.perf_counter() - t0,
+        "cell_cache": watch.state,
+        "compile_seconds": compile_seconds() - c0,
     }
 
 
-def _collect(outcomes, titles, files, all_checks, failed, index_path, record) -> None:
-    """Record each finished analysis (its checks written to ``checks.json`` at once)."""
+def _collect(
+    outcomes, titles, files, all_checks, failed, index_path, record, progress=None
+) -> None:
+    """Record each finished analysis (its checks written to ``checks.json`` at once); with
+    ``progress`` (a run that computes data), its end and ``k/N done, elapsed, ETA``."""
     for o in outcomes:
         name = o["name"]
         if "error" in o:
             failed.append(f"{name}: {o['error']}")
+            if progress is not None:
+                progress.finished(name, o["seconds"], failed=True)
+                progress.status()
             continue
         titles[name], files[name], all_checks[name] = o["title"], o["files"], o["checks"]
         index_path.write_text(json.dumps(all_checks, indent=2, default=str))
-        record(name, o["seconds"])
-        print(f"[{name}] {len(o['files'])} file(s) in {o['seconds']:.1f} s", flush=True)
+        record(name, o)
+        if progress is not None:
+            progress.finished(name, o["seconds"], note=f"{len(o['files'])} file(s)")
+        else:
+            print(f"[{name}] {len(o['files'])} file(s) in {o['seconds']:.1f} s", flush=True)
         for c in o["checks"]:
             measured = (
                 _cell(c.get("measured"))
                 if not isinstance(c.get("measured"), str)
                 else c["measured"]
             )
-            print(f"    {c['verdict']:<14} {c['result']}: measured {measured}")
+            print(f"    {c['verdict']:<14} {c['result']}: measured {measured}", flush=True)
+        if progress is not None:
+            progress.status()
 
 
 def _cell(v: object) -> str:
