@@ -771,11 +771,14 @@ def cell_frame(cell: Cell, threads: int | None = None, use_cache: bool = True) -
 
 
 def cells_frame(cells: list[Cell], threads: int | None = None, log: Any = None) -> pd.DataFrame:
-    """Rows of several cells (in order); ``log(cell, seconds)`` after each when given."""
+    """Rows of several cells (in order); ``log(cell, seconds)`` after each when given; a
+    progress bar of the cells on a terminal (:func:`convkit.progress.progress_bar`)."""
     import time
 
+    from convkit.progress import progress_bar
+
     parts = []
-    for c in cells:
+    for c in progress_bar(cells, "Local-SGD cells", unit="cell"):
         t0 = time.perf_counter()
         parts.append(cell_frame(c, threads=threads))
         if log is not None:
