@@ -350,3 +350,49 @@ def test_dry_run_checks_the_workers_of_a_problem_with_nodes(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "HeterogeneousLeastSquares has 4 nodes" in err, err
     assert "workers = 8" in err and "1 configuration" in err, err
+
+
+KIND_MODULE = textwrap.dedent(
+    """
+    import convkit.sweep as sw
+    from convkit.problems.least_squares import LeastSquares
+
+
+    def spiked_v33(d: int = 5, spike: float = 10.0, seed: int = 0):
+        return LeastSquares.gaussian(d, [spike] + [1.0] * (d - 1), 1.0, seed=seed)
+
+
+    sw.register("problem", "spiked_v33", spiked_v33, replace=True)
+    """
+)
+
+
+def test_imports_accepts_a_path_as_check_module_does(tmp_path, monkeypatch):
+    """``imports = ["kinds.py"]`` (a path, as ``convkit check --module`` takes) registers the
+    module's kinds, in this process and in the worker processes of a run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kinds_v33.py").write_text(KIND_MODULE)
+    spec = tiny_spec()
+    spec["imports"] = [str(tmp_path / "kinds_v33.py")]
+    spec["problem"] = {"kind": "spiked_v33", "d": 5}
+    spec["grid"] = {"problem.spike": [2.0, 4.0]}
+    s = sw.Sweep.from_dict(spec)
+    assert len(s) == 2
+    res = quiet(spec, tmp_path / "out", jobs=2)
+    assert len(res.frame) > 0
+    sys.modules.pop("kinds_v33", None)
+
+
+@pytest.mark.parametrize("as_path", [True, False], ids=["path", "dotted"])
+def test_imports_shows_a_modules_syntax_error(tmp_path, monkeypatch, as_path):
+    """A syntax error in an imported module is a SpecError naming the module, the file, the
+    line and the text (was a raw SyntaxError traceback from the spec constructor)."""
+    bad = tmp_path / "broken_v33.py"
+    bad.write_text("x = 1\ndef f(:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = tiny_spec()
+    spec["imports"] = [str(bad) if as_path else "broken_v33"]
+    with pytest.raises(sw.SpecError, match=r"cannot import module .*broken_v33.*SyntaxError"
+                       r".*broken_v33\.py.*line 2.*def f\(:"):
+        sw.Sweep.from_dict(spec)
+    sys.modules.pop("broken_v33", None)

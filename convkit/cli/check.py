@@ -36,8 +36,6 @@ checked (its directory exists and is writable) before any check runs.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import math
 import os
@@ -50,7 +48,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_table", "main"]
+from convkit.user_modules import describe_import_error, import_user_module
+
+__all__ = ["format_table", "import_user_module", "main"]
 
 COLUMNS = ("result", "setting", "measured", "theoretical", "verdict", "reason")
 _WIDTHS = {
@@ -173,41 +173,6 @@ def _json_target_problem(path: str) -> str | None:
     return None
 
 
-def import_user_module(spec: str) -> None:
-    """Import the user's module ``spec``: a path to a ``.py`` file (an existing file, or a name
-    ending in ``.py``) imported under its stem with its directory first on ``sys.path``, or a
-    dotted module name imported with the current directory on ``sys.path`` (as
-    ``python -m``). Raises ``ValueError`` saying why it cannot be imported."""
-    path = Path(spec)
-    if spec.endswith(".py") or path.is_file():
-        if not path.is_file():
-            raise ValueError(f"{spec} is not a file")
-        directory = str(path.resolve().parent)
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
-        name = path.stem
-        known = sys.modules.get(name)
-        if known is not None and getattr(known, "__file__", None) != str(path.resolve()):
-            raise ValueError(
-                f"a module named {name!r} is already imported ({getattr(known, '__file__', '')}); "
-                f"rename {spec}"
-            )
-        loader_spec = importlib.util.spec_from_file_location(name, path.resolve())
-        if loader_spec is None or loader_spec.loader is None:  # pragma: no cover
-            raise ValueError(f"{spec} cannot be loaded as a Python module")
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[name] = module
-        try:
-            loader_spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        return
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    importlib.import_module(spec)
-
-
 def _import_modules(
     specs: Sequence[str], checks: dict[str, Any], library: dict[str, Any] | None = None
 ) -> tuple[list[str], str, list[str]]:
@@ -234,7 +199,7 @@ def _import_modules(
         except Exception as exc:  # noqa: BLE001 - any failure of the user's code is reported
             return (
                 registered,
-                f"argument --module: cannot import {spec}: {type(exc).__name__}: {exc}",
+                f"argument --module: cannot import {spec}: {describe_import_error(exc)}",
                 results,
             )
         results += [n for n in library if before_results.get(n) is not library[n]]

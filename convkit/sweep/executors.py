@@ -3,7 +3,6 @@ reference into joblib and Dask workers); serial, joblib and Dask drivers yield i
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -14,6 +13,7 @@ from typing import Any
 
 from convkit.sweep.cache import _json_default, frame_to_bytes
 from convkit.sweep.setting import build
+from convkit.user_modules import import_user_module
 
 
 def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"index": task["index"], "key": task["key"]}
     try:
         for mod in task.get("imports", ()):
-            importlib.import_module(mod)
+            import_user_module(mod, again=False)
         from convkit.simulate import DivergenceWarning, simulate
 
         setting = task["setting"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
 import itertools
 import math
 import os
@@ -26,6 +25,7 @@ from convkit.sweep.errors import (
 )
 from convkit.sweep.registry import Param
 from convkit.sweep.setting import _SETTING_KEYS, _SPEC_KEYS, _check_type, normalize_setting
+from convkit.user_modules import describe_import_error, import_user_module
 
 #: The most configurations a sweep builds unless told otherwise (``max_configurations``):
 #: each is normalised, hashed and held in memory (about 1 ms and a few kB each), so a grid
@@ -149,11 +149,13 @@ class Sweep:
         if self.seed < 0:
             raise ctx.error(f"must be >= 0, got {self.seed}", ("seed",))
         self.imports = _check_type(Param("str_list"), spec.get("imports", []), ("imports",), ctx)
-        for mod in self.imports:
+        for mod in self.imports:  # a dotted name or a path to a .py file, as check --module
             try:
-                importlib.import_module(mod)
-            except ImportError as exc:
-                raise ctx.error(f"cannot import module {mod!r}: {exc}", ("imports",)) from exc
+                import_user_module(mod, again=False)
+            except (Exception, SystemExit) as exc:  # the user's code: any failure is reported
+                raise ctx.error(
+                    f"cannot import module {mod!r}: {describe_import_error(exc)}", ("imports",)
+                ) from exc
         self.base = {k: v for k, v in spec.items() if k in _SETTING_KEYS}
         self.axes, values = self._parse_grids(spec.get("grid", {}), spec.get("zip", []), ctx)
         self._check_count(values, max_configurations, ctx)
