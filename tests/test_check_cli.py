@@ -176,3 +176,15 @@ def test_table_cells(value, text):
         ]
     )
     assert text in table
+
+
+def test_list_with_json_writes_json(tmp_path, capsys):
+    """--list --json - wrote the plain list and ignored --json; now a JSON list of
+    {"check", "covers"} objects goes to stdout (or to the file)."""
+    assert check_cli.main(["--list", "--json", "-"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["check"] for d in data] == list(tc.CHECKS)
+    assert all(d["covers"] == list(tc.COVERS[d["check"]]) for d in data)
+    out = tmp_path / "list.json"
+    assert check_cli.main(["--list", "--json", str(out)]) == 0
+    assert json.loads(out.read_text()) == data

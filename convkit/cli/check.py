@@ -11,7 +11,8 @@ the reason is one sentence of detail. The summary line counts the rows per verdi
 ``setting``, ``measured``, ``theoretical``, ``verdict``, ``reason`` (plus ``check``,
 ``margin``, ``details`` and ``seconds`` where present); ``--json -`` writes them to standard
 output, and the table and summary then go to standard error, so that the output can be piped
-(``convkit check --json - | jq``). ``--only`` selects checks by check name or library result
+(``convkit check --json - | jq``); with ``--list`` the JSON is the list of checks, objects
+with the keys ``check`` and ``covers``. ``--only`` selects checks by check name or library result
 name (exact, dotted prefix such as ``compression``, or a shell glob such as ``'sgd.*'``).
 
 ``--module MODULE`` (repeatable) first imports a user's module, a path to a ``.py`` file
@@ -152,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
         help="import a module of your own claims first (a .py path or a dotted name) and run "
         "its checks (repeatable)",
     )
-    p.add_argument("--list", action="store_true", help="list the checks and what they cover")
+    p.add_argument("--list", action="store_true", help="list the checks and what they cover (as JSON with --json)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
@@ -241,8 +242,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"convkit check: {error}", file=sys.stderr)
             return 2
     if args.list:
-        for name in bounds.CHECKS:
-            print(f"{name}: {', '.join(bounds.COVERS[name])}")
+        listing = [{"check": n, "covers": list(bounds.COVERS[n])} for n in bounds.CHECKS]
+        if to_stdout:
+            json.dump(listing, sys.stdout, indent=1)
+            print(flush=True)
+            return 0
+        if args.json:
+            try:
+                with open(args.json, "w", encoding="utf-8") as fh:
+                    json.dump(listing, fh, indent=1)
+            except OSError as exc:  # checked up front; a late failure (disk full, ...)
+                print(
+                    f"convkit check: argument --json: cannot write {args.json}: {exc}",
+                    file=sys.stderr,
+                )
+                return 2
+        for item in listing:
+            print(f"{item['check']}: {', '.join(item['covers'])}")
         return 0
     try:
         selected = user_checks if args.module and not args.only else bounds.select(args.only)
