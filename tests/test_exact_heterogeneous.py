@@ -116,3 +116,28 @@ def test_dpsgd_node_hessians_match_monte_carlo(form):
         ok = ~np.isnan(want)
         z = (got.mean(axis=1) - want)[ok] / (got.std(axis=1, ddof=1)[ok] / np.sqrt(R))
         assert np.all(np.abs(z) <= 4), (it, met, z)
+
+
+def test_long_call_warns_with_its_estimate(monkeypatch):
+    """As simulate does (its LONG_RUN_SECONDS): a call estimated to take longer warns once,
+    with the estimate, and records it in meta["timing"] (it was silent whatever its length)."""
+    import sys
+
+    sim = sys.modules["convkit.simulate"]  # the module (convkit.simulate is the function)
+    monkeypatch.setattr(sim, "LONG_RUN_SECONDS", 0.0)
+    p = HeterogeneousLeastSquares(3, 2, 1.0, seed=0, hessian_dissimilarity=0.2)
+    with pytest.warns(UserWarning, match=r"expected_error_nodes: estimated \d.* s for 100 "
+                      r"local steps.*P = 2, d = 3") as rec:
+        res = expected_error_nodes(p, [ck.MBA(2, ck.Constant(0.1), name="a"),
+                                       ck.MBA(2, ck.Constant(0.05), name="b")], steps=50)
+    assert len([w for w in rec if "expected_error_nodes" in str(w.message)]) == 1
+    assert res.meta["timing"]["estimated_seconds"] > 0
+
+
+def test_short_call_is_silent():
+    import warnings
+
+    p = HeterogeneousLeastSquares(3, 2, 1.0, seed=0, hessian_dissimilarity=0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected_error_nodes(p, ck.MBA(2, ck.Constant(0.1)), steps=50)

@@ -51,7 +51,9 @@ under the iterate ``"state"`` as :func:`convkit.simulate` records them.
 from __future__ import annotations
 
 import math
+import sys
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,12 +72,54 @@ from .moments import design_coefficients
 
 __all__ = ["expected_error_nodes", "node_dpsgd_curves", "node_local_curves"]
 
+#: steps timed before the estimate of a call (or :data:`_TIMING_SECONDS`, whichever first)
+_TIMING_STEPS = 20
+_TIMING_SECONDS = 1.0
+
+
+class _StepTimer:
+    """The estimate of an :func:`expected_error_nodes` call, as :func:`convkit.simulate`
+    makes one: the seconds of the first :data:`_TIMING_STEPS` local steps (or of
+    :data:`_TIMING_SECONDS`), per unit of cost (``P^2 d`` per step of the Local-SGD family,
+    ``P^3 d`` of D-PSGD), times the cost of the whole call; above ``limit`` seconds, one
+    ``UserWarning`` with the estimate."""
+
+    def __init__(self, total_units: float, steps: int, P: int, d: int, limit: float) -> None:
+        self.total_units, self.steps, self.limit = total_units, steps, limit
+        self.P, self.d = P, d
+        self.t0 = time.perf_counter()
+        self.units = 0.0
+        self.ticks = 0
+        self.estimate: float | None = None
+
+    def tick(self, units: float) -> None:
+        """One local step of ``units`` cost is done."""
+        if self.estimate is not None:
+            return
+        self.units += units
+        self.ticks += 1
+        elapsed = time.perf_counter() - self.t0
+        if self.ticks < _TIMING_STEPS and elapsed < _TIMING_SECONDS:
+            return
+        self.estimate = elapsed / self.units * self.total_units
+        if self.estimate > self.limit:
+            warnings.warn(
+                f"expected_error_nodes: estimated {self.estimate:.0f} s for {self.steps} local "
+                f"steps of the exact node recursion (O(P^2 d) per step for the Local-SGD "
+                f"family, O(P^3 d) for D-PSGD; P = {self.P}, d = {self.d}), measured on the "
+                f"first {self.ticks} steps; fewer steps, a smaller P or d, or "
+                "convkit.simulate with few replicates cost less",
+                UserWarning,
+                stacklevel=4,
+            )
+
 
 def node_local_curves(
     problem: HeterogeneousLeastSquares,
     spec: LocalSpec,
     theta0: Any = None,
     threshold: float = np.inf,
+    timer: _StepTimer | None = None,
 ) -> tuple[np.ndarray, int]:
     """Raw exact curves of one Local-SGD configuration on ``problem`` (module docstring).
 
@@ -92,7 +136,7 @@ def node_local_curves(
         )
     return _node_curves(
         problem, spec.gammas, spec.mask, None, "local", spec.batch, spec.tail_start,
-        spec.rec, theta0, threshold,
+        spec.rec, theta0, threshold, timer,
     )  # fmt: skip
 
 
@@ -104,6 +148,7 @@ def node_dpsgd_curves(
     tail_start: int,
     theta0: Any = None,
     threshold: float = np.inf,
+    timer: _StepTimer | None = None,
 ) -> tuple[np.ndarray, int]:
     """Raw exact curves (as :func:`node_local_curves`) of uncompressed D-PSGD on a static
     topology (:func:`convkit.exact.dpsgd.is_exact_dpsgd`), either order of gossip and step:
@@ -118,7 +163,7 @@ def node_dpsgd_curves(
         )
     gam = np.asarray(algo.step_size.values(n), dtype=np.float64)
     return _node_curves(
-        problem, gam, None, W, order, algo.batch, tail_start, rec, theta0, threshold
+        problem, gam, None, W, order, algo.batch, tail_start, rec, theta0, threshold, timer
     )
 
 
@@ -133,6 +178,7 @@ def _node_curves(
     rec: Any,
     theta0: Any,
     threshold: float,
+    timer: _StepTimer | None = None,
 ) -> tuple[np.ndarray, int]:
     """The recursion of the module docstring, coordinates first: ``m`` (d, P), ``M`` (d, P,
     P), ``B`` (d, P). ``order``: ``"local"`` (averaging after the steps where ``comm``),
@@ -159,8 +205,11 @@ def _node_curves(
     rec = np.asarray(rec, dtype=np.int64)
     raw = np.full((rec.size, 9), np.nan)
     pos = 0
+    units = float(P) ** (3 if order == "gossip_then_step" else 2) * d
     with np.errstate(all="ignore"):
         for k in range(1, gam.size + 1):
+            if timer is not None:
+                timer.tick(units)
             g = gam[k - 1]
             S = M[:, eye, eye]  # (d, P) same-node moments
             Er2 = S - 2.0 * u * m + u * u
@@ -243,7 +292,12 @@ def expected_error_nodes(
     and optima; module docstring), as a :class:`~convkit.result.Result` laid out as
     :func:`convkit.exact.expected_error`'s (``se = 0``, ``count = 0``), with the node metrics
     ``node_excess_risk``, ``node_hnorm2``, ``node_dist2`` under the iterate ``"state"``.
-    Arguments as :func:`convkit.exact.expected_error`'s."""
+    Arguments as :func:`convkit.exact.expected_error`'s.
+
+    The first local steps are timed, as :func:`convkit.simulate` times its own: a call
+    estimated to take more than :data:`convkit.simulate.LONG_RUN_SECONDS` warns
+    (``UserWarning``) with the estimate, and ``meta["timing"]["estimated_seconds"]`` holds it
+    (``None`` for a call too short to time)."""
     from .dispatch import EXACT_COUNT, _result_from_raw
 
     t_start = time.perf_counter()
@@ -267,13 +321,22 @@ def expected_error_nodes(
     threshold = divergence_factor * max(float(e0 @ e0), 1.0)
     recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
     raws, div = [], np.zeros(len(algos), dtype=np.int64)
+    P, d = problem.P, problem.d
+    cost = [float(P) ** (2 if type(a) is LocalSGD else 3) * d for a in algos]
+    timer = _StepTimer(
+        sum(c * n for c, n in zip(cost, ns, strict=True)),
+        sum(ns),
+        P,
+        d,
+        sys.modules["convkit.simulate"].LONG_RUN_SECONDS,  # simulate's limit, read per call
+    )
     for i, a in enumerate(algos):
         s0 = int(math.floor(tail * ns[i])) + 1
         if type(a) is LocalSGD:
             spec = local_specs([a], [ns[i]], record, n_record, tail, n_max=max(ns), recs=[recs[i]])
-            raw, dv = node_local_curves(problem, spec[0], theta0, threshold)
+            raw, dv = node_local_curves(problem, spec[0], theta0, threshold, timer)
         else:
-            raw, dv = node_dpsgd_curves(problem, a, ns[i], recs[i], s0, theta0, threshold)
+            raw, dv = node_dpsgd_curves(problem, a, ns[i], recs[i], s0, theta0, threshold, timer)
         raws.append(raw)
         div[i] = dv
     meta = {
@@ -285,7 +348,10 @@ def expected_error_nodes(
         "count": EXACT_COUNT,
         "theta0": starting_point(theta0, problem.d).tolist(),
         "tail": tail,
-        "timing": {"seconds": time.perf_counter() - t_start},
+        "timing": {
+            "seconds": time.perf_counter() - t_start,
+            "estimated_seconds": timer.estimate,
+        },
     }
     extras = dict.fromkeys(labels, list(NODE_METRICS))
     return _result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)
