@@ -120,4 +120,6 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_NAMES:
         return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
-    raise AttributeError(f"module 'convkit' has no attribute {name!r}")
+    from ._migration import missing_attribute  # a removed name says what replaced it
+
+    raise missing_attribute("convkit", name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ._migration import removed_kind_hint
 from .schedules import (
     At,
     CommSchedule,
@@ -115,7 +116,9 @@ def parse_comm_spec(spec: str) -> dict[str, Any]:
     name, *args = [part.strip() for part in spec.split(":")]
     resolved = resolve_comm_kind(name)
     if resolved is None:
-        raise _comm_spec_error(spec, f"unknown schedule {name.strip().lower()!r}")
+        raise _comm_spec_error(
+            spec, f"unknown schedule {name.strip().lower()!r}{removed_kind_hint(name)}"
+        )
     kind, fixed = resolved
     positional = COMM_KINDS[kind][1]
     if positional is None:
@@ -139,7 +142,10 @@ def comm_from_table(table: dict[str, Any]) -> CommSchedule:
     :meth:`CommSchedule.describe` and :func:`parse_comm_spec`; aliases resolved)."""
     resolved = resolve_comm_kind(table.get("kind"))
     if resolved is None:
-        raise _comm_spec_error(table, f"unknown schedule kind {table.get('kind')!r}")
+        raise _comm_spec_error(
+            table,
+            f"unknown schedule kind {table.get('kind')!r}{removed_kind_hint(table.get('kind'))}",
+        )
     kind, fixed = resolved
     params = {k: v for k, v in table.items() if k != "kind"}
     for key, value in fixed.items():

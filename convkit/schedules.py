@@ -719,3 +719,11 @@ def _sorted_unique_with_last(raw: np.ndarray, n: int) -> np.ndarray:
     if raw.size and raw[-1] == n:
         return raw
     return np.concatenate([raw, np.array([n], dtype=np.int64)])
+
+
+def __getattr__(name: str) -> Any:
+    """A removed name (``AdaptiveRounds``) raises an ``AttributeError`` naming its successor
+    (:data:`convkit._migration.REMOVED_NAMES`)."""
+    from ._migration import missing_attribute
+
+    raise missing_attribute(__name__, name)

@@ -180,3 +180,27 @@ def test_drift_clock_rounds_is_the_one_name_of_the_clock_schedule():
     assert resolve_comm_kind("drift-clock-rounds") == ("drift_clock_rounds", {})
     for old in ("adaptive_rounds", "adaptive-rounds", "adaptive"):
         assert resolve_comm_kind(old) is None
+
+
+@pytest.mark.parametrize("module_name", ["convkit", "convkit.schedules"])
+def test_a_removed_name_points_to_its_successor(module_name):
+    """``convkit.AdaptiveRounds`` raised a bare "no attribute" AttributeError; it now names the
+    successor and what changed (one table of pointers, convkit._migration.REMOVED_NAMES)."""
+    import importlib
+
+    module = importlib.import_module(module_name)
+    with pytest.raises(AttributeError, match=r"AdaptiveRounds was renamed DriftClockRounds.*"
+                       r"not adaptive.*same arguments") as err:
+        module.AdaptiveRounds  # noqa: B018
+    assert err.value.name == "AdaptiveRounds"
+    with pytest.raises(AttributeError, match=r"has no attribute 'NoSuchName'$"):
+        module.NoSuchName  # noqa: B018
+
+
+@pytest.mark.parametrize("spec", ["adaptive_rounds:4", {"kind": "adaptive_rounds", "N": 4}])
+def test_a_removed_schedule_kind_points_to_its_successor(spec):
+    from convkit.schedule_spec import comm_from_spec, comm_from_table
+
+    build = comm_from_table if isinstance(spec, dict) else comm_from_spec
+    with pytest.raises(ValueError, match=r"adaptive_rounds.*renamed drift_clock_rounds"):
+        build(spec)
