@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 import convkit as ck
+from convkit import verdicts as V
 from convkit.algorithms.decentralized import (
     CHOCOSGD,
     DCDPSGD,
@@ -429,4 +430,45 @@ def compact(frame: pd.DataFrame, digits: int = 6) -> pd.DataFrame:
     for col in out.columns:
         if out[col].dtype.kind == "f":
             out[col] = [float(f"{v:.{digits}g}") for v in out[col].to_numpy()]
+    return out
+
+
+# ---------------------------------------------------------------------- negative controls
+def heterogeneous_controls(data: pd.DataFrame) -> list[V.Control]:
+    """Negative controls of ``decentralized_heterogeneous.checks``
+    (:func:`convkit.verdicts.controlled`), false variants of its data on which the same checks
+    must say ``violated``:
+
+    * *zeta^2 measured 1 % off*: ``zeta2_measured`` of the least-squares rows with zeta^2 > 0
+      times 1.01 falsifies "zeta^2 exact by construction";
+    * *a tuned step censored at the top of its grid*: the first tuned (setting, method, rule)
+      given ``grid_top = gamma`` and ``step_above = "cap"`` (still at the top after the last
+      extension) falsifies "tuned steps at an edge of the step grid".
+    """
+    out = []
+    bad = data.copy()
+    sel = (bad.problem == "least-squares") & (bad.zeta2 > 0)
+    bad.loc[sel, "zeta2_measured"] = bad.loc[sel, "zeta2_measured"] * 1.01
+    out.append(
+        V.Control(
+            "zeta^2 measured 1% off",
+            bad,
+            ("least squares with node optima: zeta^2 exact by construction",),
+        )
+    )
+    keys = ["problem", "split", "topology", "method", "steps_kind"]
+    tuned = data[data.steps_kind.isin(("tuned_tail", "tuned_bits"))]
+    if not tuned.empty:
+        first = tuned.iloc[0][keys]
+        bad = data.copy()
+        sel = np.logical_and.reduce([bad[k] == first[k] for k in keys])
+        bad.loc[sel, "grid_top"] = bad.loc[sel, "gamma"]
+        bad.loc[sel, "step_above"] = "cap"
+        out.append(
+            V.Control(
+                "a tuned step censored at the top of its grid",
+                bad,
+                ("tuned steps at an edge of the step grid (censored tuning)",),
+            )
+        )
     return out

@@ -164,7 +164,32 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     return [path]
 
 
+def controls(data: pd.DataFrame) -> list[V.Control]:
+    """Negative control (:func:`convkit.verdicts.controlled`): the weighted average's curves
+    (mean and SE, each order) times ``(T + a)^(-1/2 - s)``, ``s`` its fitted slope, so that
+    it decays like ``1/sqrt(T)`` (the alternative -1/2), on which "the weighted average
+    (t + a)^2 is O(1/T)" must say ``violated``."""
+    bad = data.copy()
+    for order in ORDERS:
+        shift = -0.5 - _fit(data, order, "wavg2").slope
+        sel = (bad.kind == "curve") & (bad.iterate == "wavg2") & (bad.order == order)
+        f = (bad.loc[sel, "T"] + A) ** shift
+        bad.loc[sel, "mean"] = bad.loc[sel, "mean"] * f
+        bad.loc[sel, "se"] = bad.loc[sel, "se"] * f
+    return [
+        V.Control(
+            "weighted average decaying like 1/sqrt(T)",
+            bad,
+            ("choco.rate_strongly_convex: weighted average (t + a)^2 is O(1/T)",),
+        )
+    ]
+
+
+@V.controlled(controls)
 def checks(data: pd.DataFrame) -> list[dict]:
+    """The exponent of the weighted average (claim: at most -1) per order, the other
+    iterates' slopes and the paired order ratio (measured); each ``holds`` needs a negative
+    control (:func:`controls`)."""
     setting = _setting(data) + f"; log-log slope in T + a over T >= {T_FIT}, 95 % interval"
     out = []
     for order in ORDERS:

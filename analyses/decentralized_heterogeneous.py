@@ -438,7 +438,11 @@ def _tail(data: pd.DataFrame, **sel) -> tuple[float, float, int]:
     return float(t["mean"].mean()), float(t["se"].mean()), int(c["n_diverged"].iloc[0])
 
 
+@V.controlled(C.heterogeneous_controls)
 def checks(data: pd.DataFrame) -> list[dict]:
+    """zeta^2 exact, D-PSGD's zeta^2 rise (confounded: measured), bits to target, tuning rules
+    and grid edges; each ``holds`` needs a negative control
+    (:func:`analyses._decentralized_common.heterogeneous_controls`)."""
     out = []
     ls = data[data.problem == "least-squares"]
     z = ls.drop_duplicates("split")
@@ -454,25 +458,32 @@ def checks(data: pd.DataFrame) -> list[dict]:
     )
     n = int(ls["steps"].iloc[0])
     for tk in sorted(set(ls.topology)):
-        m0, s0, _ = _tail(ls, method="D-PSGD", steps_kind="common", split="zeta2=0", topology=tk)
-        zl = "large"
-        m1, s1, _ = _tail(
-            ls, method="D-PSGD", steps_kind="common", split=f"zeta2={zl}", topology=tk
+        sel = dict(steps_kind="common", topology=tk)
+        (m0, s0, _), (m1, s1, _) = (
+            _tail(ls, method="D-PSGD", split=f"zeta2={z}", **sel) for z in ("0", "large")
+        )
+        (e0, r0, _), (e1, r1, _) = (
+            _tail(ls, method="EF-SGD", split=f"zeta2={z}", **sel) for z in ("0", "large")
         )
         diff, se = m1 - m0, float(np.hypot(s0, s1))
+        net, net_se = diff - (e1 - e0), float(np.hypot(se, np.hypot(r0, r1)))
+        # Gaussian design: zeta^2 also raises the sampling noise of every method, centralized
+        # ones included (issue 30); no MBA in these runs, so the rise is reported, not judged
         out.append(
             V.check_row(
                 result="heterogeneity raises D-PSGD's stationary error (zeta^2 term of its rate)",
                 setting=f"LS d={D}, P={C.P}, delta={DELTA:g}, {tk}, gamma={COMMON_LS}, n={n}; error averaged "
                 "over the last quarter of the record points",
-                measured=f"zeta^2=0: {m0:.3g}±{s0:.1g}; zeta^2=10: {m1:.3g}±{s1:.1g}",
+                measured=f"zeta^2=0: {m0:.3g}±{s0:.1g}; zeta^2=10: {m1:.3g}±{s1:.1g} "
+                f"(x{m1 / m0:.3g}); centralized EF-SGD (top-k, server) in the same runs: "
+                f"{e0:.3g}±{r0:.1g} -> {e1:.3g}±{r1:.1g} (x{e1 / e0:.3g}); D-PSGD's rise minus "
+                f"EF-SGD's {net:.3g}±{net_se:.1g}",
                 theoretical="larger with zeta^2 (Lian et al. 2017) [classic]",
-                verdict=V.HOLDS
-                if diff > 3 * se
-                else V.VIOLATED
-                if diff < -3 * se
-                else V.INCONCLUSIVE,
-                reason=f"difference {diff:.3g}, 3 SE = {3 * se:.2g}",
+                verdict=V.MEASURED,
+                reason=f"D-PSGD's rise {diff:.3g} (3 SE = {3 * se:.2g}) is confounded: with the "
+                "Gaussian design zeta^2 also raises every method's sampling noise, and a "
+                "centralized method rises as much in the same setting; no MBA contrast was run "
+                "here (the zeta^2 term is tested with additive noise in decentralized_rate)",
             )
         )
     bt = bits_to_target(data)

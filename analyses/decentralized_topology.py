@@ -162,7 +162,43 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------- checks, facts
+def controls(data: pd.DataFrame) -> list[V.Control]:
+    """Negative controls (:func:`convkit.verdicts.controlled`), false variants of the data on
+    which the same checks must say ``violated``:
+
+    * *graph effect frozen at its early peak*: the ring's and the torus' curves set to the
+      complete graph's times ``1 + max(ratio - 1)`` over t <= 1000 at every t (a topology in
+      the leading term) falsifies both "topology-free leading term" claims (exponent of
+      ratio - 1 at T: -1; the graph matters early and not at T);
+    * *K_T times 1/(1 - rho)* on the lazy rings (exponent shifted by +1, to about 3)
+      falsifies "K_T = O(1/(1 - rho)^2)";
+    * *K_T times n/(1 - rho)^2* on the rings of several sizes (exponent in n/(1 - rho)^2
+      shifted by +1) falsifies "K_T = O(n/(1 - rho)^2)".
+    """
+    bad = data.copy()
+    top = bad.part == "topology"
+    comp = bad[top & (bad.graph == "complete")].set_index("step")["mean"]
+    for g in ("ring", "torus"):
+        sel = top & (bad.graph == g)
+        ratio = bad.loc[sel, "mean"].to_numpy() / comp.loc[bad.loc[sel, "step"]].to_numpy()
+        peak = float(np.max(ratio[bad.loc[sel, "step"].to_numpy() <= 1000] - 1.0))
+        bad.loc[sel, "mean"] = comp.loc[bad.loc[sel, "step"]].to_numpy() * (1.0 + peak)
+    out = [V.Control("graph effect frozen at its early peak", bad)]
+    bad = data.copy()
+    sel = bad.part == "lazy"
+    bad.loc[sel, "K_T"] = bad.loc[sel, "K_T"] / bad.loc[sel, "gap"]
+    out.append(V.Control("lazy rings: K_T times 1/(1 - rho)", bad, ("pu.transient_time",)))
+    bad = data.copy()
+    sel = bad.part == "rings"
+    bad.loc[sel, "K_T"] = bad.loc[sel, "K_T"] * bad.loc[sel, "n"] / bad.loc[sel, "gap"] ** 2
+    out.append(V.Control("rings: K_T times n/(1 - rho)^2", bad, ("pu.transient_time",)))
+    return out
+
+
+@V.controlled(controls)
 def checks(data: pd.DataFrame) -> list[dict]:
+    """The topology-free leading term (ring and torus against the complete graph) and the
+    transient time's exponents; each ``holds`` needs a negative control (:func:`controls`)."""
     out = []
     top = data[data.part == "topology"]
     T = int(top.step.max())

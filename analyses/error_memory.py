@@ -164,7 +164,28 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     return [path]
 
 
+def controls(data: pd.DataFrame) -> list[V.Control]:
+    """Negative control (:func:`convkit.verdicts.controlled`): EF-SGD's memory (mean and SE)
+    divided by gamma, a memory of order gamma (exponent shifted by -1), on which "EF-SGD
+    memory is O(gamma^2)" must say ``violated``. DeepSqueeze's row holds nowhere on the
+    committed data (its power-law fit is inadequate), so it has no control."""
+    bad = data.copy()
+    sel = bad.kind == "ef"
+    for col in ("mean", "se"):
+        bad.loc[sel, col] = bad.loc[sel, col] / bad.loc[sel, "gamma"]
+    return [
+        V.Control(
+            "EF-SGD memory of order gamma (exponent -1)",
+            bad,
+            ("EF-SGD memory is O(gamma^2) (ef_sgd.memory)",),
+        )
+    ]
+
+
+@V.controlled(controls)
 def checks(data: pd.DataFrame) -> list[dict]:
+    """The exponents of the memories in gamma: EF-SGD at least 2, DeepSqueeze at least 0;
+    each ``holds`` needs a negative control (:func:`controls`)."""
     n, R = int(data["steps"].iloc[0]), int(data["replicates"].iloc[0])
     setting = (
         f"LS d={D} flat sigma=0.5; P={P}; top-k k/d={FRACTION}; gamma in {list(GAMMAS)}; "
