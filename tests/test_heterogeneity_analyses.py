@@ -49,12 +49,17 @@ def test_local_vs_minibatch_quick_verdicts(lvm, tmp_path):
     ratios = [b.loc[("quadratic", f"zeta2={z:g}"), "ratio"] for z in M.ZETA2]
     assert ratios[0] < ratios[1] < 1 < ratios[2] < ratios[3]
     sp = _rows(rows, "spiridonoff.rounds_independent_of_T")
-    assert len(sp) == 3 + 3
+    assert len(sp) == 3 + 1 + 3
     # N* reaches 1 (one-shot averaging suffices) in the iid setting: the growing gaps are not
     # tested, so those rows are measured; the linear speed-up rows hold (with their control)
-    rounds = [r for r in sp if "positions" in r["setting"]]
+    rounds = [r for r in sp if "positions" in r["setting"] and "engine, iid" in r["setting"]]
     assert len(rounds) == 3 and all(r["verdict"] == V.MEASURED for r in rounds)
     assert all("one-shot averaging already suffices" in r["reason"] for r in rounds)
+    # heterogeneous nodes, where one-shot averaging does not suffice: N* grows with T
+    (het_rounds,) = [r for r in sp if "heterogeneous LS" in r["setting"]]
+    assert het_rounds["verdict"] == V.VIOLATED
+    grid = data[data.setting == "quadratic_heterogeneous"].sort_values("T")
+    assert grid.N_star.is_monotonic_increasing and grid.N_star.iloc[-1] > grid.N_star.iloc[0]
     speed = [r for r in sp if "positions" not in r["setting"]]
     assert all(r["verdict"] == V.HOLDS for r in speed)
     assert all(r["details"]["negative_control"] for r in speed)
