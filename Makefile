@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+# the 15 slowest tests are printed; the quick run of every analysis (a whole
+# `convkit figures --quick`, marker figures_full) is left to test-full, while a fast smoke test
+# of every analysis (its committed data replotted and checked) stays here
 test: $(STAMP) $(MATHJAX)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not figures_full" --durations=15
 
 # the suite as on another machine of the same kind (tools/portable_env.py): CONVKIT_THREADS=3,
 # NUMBA_NUM_THREADS=1, and no AVX512 in numba's kernels, NumPy's loops or OpenBLAS where the CPU
@@ -25,8 +28,9 @@ test: $(STAMP) $(MATHJAX)
 test-portable: $(STAMP) $(MATHJAX)
 	$(PY) tools/portable_env.py $(PY) -m pytest -q
 
+# everything at full size, the quick run of every analysis included
 test-full: $(STAMP)
-	CONVKIT_FULL=1 $(PY) -m pytest -q
+	CONVKIT_FULL=1 $(PY) -m pytest -q --durations=15
 
 # analyses in parallel processes, one per core (AFTER in an analysis orders those that share cells)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)

@@ -78,9 +78,28 @@ def test_simulate_floor_remainder_and_position_schedules(capsys):
 
 
 @pytest.mark.parametrize("name", discover(REPO / "analyses"))
+def test_every_analysis_replots_and_checks_its_committed_data(name, tmp_path):
+    """The fast smoke test of every analysis (``make test``): `convkit figures --replot --only
+    NAME` on a copy of its committed CSV draws at least one figure and gives check rows with
+    the six keys and a verdict of the vocabulary, without simulating. The quick run of every
+    analysis (the test below) is in ``make test-full``."""
+    (tmp_path / f"{name}.csv").write_bytes((REPO / "figures" / f"{name}.csv").read_bytes())
+    assert main(["figures", "--replot", "--only", name, "--out", str(tmp_path)]) == 0
+    assert list(tmp_path.glob("*.png"))
+    checks = json.loads((tmp_path / "checks.json").read_text())[name]
+    assert checks, "an analysis must state at least one check"
+    for c in checks:
+        assert set(c) >= {"result", "setting", "measured", "theoretical", "verdict", "reason"}
+        assert c["verdict"] in VERDICTS, c
+
+
+@pytest.mark.figures_full
+@pytest.mark.parametrize("name", discover(REPO / "analyses"))
 def test_every_analysis_runs_quick_and_writes_its_figure(name, tmp_path):
     """`convkit figures --quick --only NAME` writes data, at least one figure and checks that
-    each carry the five keys of the check table."""
+    each carry the five keys of the check table. Together a whole `convkit figures --quick`
+    (about half an hour on a loaded 2-core machine): ``make test-full`` runs it, ``make test``
+    deselects it (marker ``figures_full``)."""
     assert main(["figures", "--quick", "--only", name, "--out", str(tmp_path)]) == 0
     assert (tmp_path / f"{name}.csv").stat().st_size > 0
     assert list(tmp_path.glob("*.png"))
