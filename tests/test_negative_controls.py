@@ -72,3 +72,28 @@ def test_a_check_without_control_cannot_hold():
     ``holds`` becomes ``measured``; ``apply_controls`` with no controls downgrades all."""
     rows = [V.check_row("claim", "s", 1.0, 1.0, V.HOLDS, "why")]
     assert V.apply_controls(rows, {})[0]["verdict"] == V.MEASURED
+
+
+def test_the_pipeline_downgrades_an_analysis_without_controls(tmp_path):
+    """An analysis module whose ``checks`` carries no negative controls reports ``measured``
+    where it would say ``holds`` (convkit figures, checks-only)."""
+    from convkit import figures
+
+    ana = tmp_path / "toy_analyses_without_controls"
+    ana.mkdir()
+    (ana / "__init__.py").write_text("")
+    (ana / "toy.py").write_text(
+        "import pandas as pd\n"
+        "from convkit import verdicts as V\n"
+        "TITLE = 'toy'\n"
+        "def run(quick=False):\n    return pd.DataFrame({'x': [1.0]})\n"
+        "def plot(data, outdir):\n    return []\n"
+        "def checks(data):\n"
+        "    return [V.check_row('c', 's', 1.0, 1.0, V.HOLDS, 'why')]\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "toy.csv").write_text("x\n1.0\n")
+    res = figures._run_one(str(ana), "toy", str(out), False, True)
+    assert [r["verdict"] for r in res["checks"]] == [V.MEASURED]
+    assert "no negative control" in res["checks"][0]["reason"]
