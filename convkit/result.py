@@ -202,6 +202,10 @@ class Result:
         """Every configuration at its last scheduled record step (one row each, sorted by
         config), never at an earlier step.
 
+        Defaults: ``metric="hnorm2"`` (``||theta - theta*||_H^2``) of ``iterate="avg"`` (the
+        Polyak-Ruppert average); ``final(metric="excess_risk", iterate="last")`` gives
+        ``f(theta) - f*`` of the last iterate (the workers' mean at the last step).
+
         The row is the frame's row at that step: the mean over the replicates that survive
         to it (``count`` of them) with ``diverged``, the replicates diverged by then (when
         values are held).  A configuration whose every replicate diverged before its last
