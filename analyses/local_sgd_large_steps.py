@@ -471,6 +471,13 @@ def _bonferroni_z(m: int, level: float = 0.05) -> float:
 
 
 # ------------------------------------------------------------------------------ facts
+def _uncontrolled(verdict: str) -> str:
+    """An exponent verdict as its check row reports it: the exponents have no negative control
+    (:func:`controls`), so a ``holds`` is reported ``measured``
+    (:func:`convkit.verdicts.apply_controls`)."""
+    return V.MEASURED if verdict == V.HOLDS else verdict
+
+
 def facts(data: pd.DataFrame) -> dict[str, str]:
     """README numbers (key -> formatted string) from the CSV data."""
     o = osa_table(data)
@@ -492,9 +499,23 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
             out[f"ratio_slope_{var}_a{a}"] = f"{f['slopes'][var]:.2f}"
             out[f"ratio_slope_{var}_a{a}_ci"] = st.fmt_interval(f["intervals"][var])
             out[f"ratio_slope_{var}_a{a}_model"] = f"{m[f'ratio_{var}']:.2f}"
-            out[f"ratio_verdict_{var}_a{a}"] = _exp_verdict(f, var, m[f"ratio_{var}"], (0.0,))[0]
+            out[f"ratio_verdict_{var}_a{a}"] = _uncontrolled(
+                _exp_verdict(f, var, m[f"ratio_{var}"], (0.0,))[0]
+            )
         out[f"ratio_chi2_a{a}"] = f"{f['chi2_dof']:.1f}"
         found = window_fit(g, "ratio_to_mba")
+        wins = window_fits(g, "ratio_to_mba")
+        out[f"ratio_windows_a{a}"] = (
+            "; ".join(
+                f"T >= {_sci(t)} ({f_['n_points']} cells): a_T {f_['slopes']['T']:.2f} "
+                f"{st.fmt_interval(f_['intervals']['T'])} "
+                f"({_exp_verdict(f_, 'T', m['ratio_T'], (0.0,))[0]}), a_P "
+                f"{f_['slopes']['P']:.2f} {st.fmt_interval(f_['intervals']['P'])} "
+                f"({_exp_verdict(f_, 'P', m['ratio_P'], (0.0,))[0]})"
+                for t, f_ in wins
+            )
+            or "no adequate window"
+        )
         out[f"ratio_window_a{a}"] = "none" if found is None else f"T >= {_sci(found[0])}"
         out[f"ratio_window_cells_a{a}"] = "0" if found is None else f"{found[1]['n_points']}"
         for var in ("T", "P"):
@@ -508,9 +529,9 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
             out[f"ratio_window_slope_{var}_a{a}"] = f"{fw['slopes'][var]:.2f}"
             out[f"ratio_window_slope_{var}_a{a}_ci"] = st.fmt_interval(fw["intervals"][var])
             out[f"ratio_window_chi2_a{a}"] = f"{fw['chi2_dof']:.1f}"
-            out[f"ratio_window_verdict_{var}_a{a}"] = window_verdict(
-                window_fits(g, "ratio_to_mba"), var, m[f"ratio_{var}"], (0.0,)
-            )[0]
+            out[f"ratio_window_verdict_{var}_a{a}"] = _uncontrolled(
+                window_verdict(window_fits(g, "ratio_to_mba"), var, m[f"ratio_{var}"], (0.0,))[0]
+            )
     nt = nstar(data)
     windows = []
     for a in sorted(nt.alpha.unique()) if not nt.empty else []:
@@ -533,10 +554,14 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
                 k = f"{var}_a{a}_eps{eps}"
                 claims = ((m[f"nstar_{var}"], (0.5,)), (0.5, (m[f"nstar_{var}"],)))
                 for name, (claimed, alt) in zip(("model", "sqrt"), claims, strict=True):
-                    out[f"nstar_verdict_{name}_{k}"] = _exp_verdict(f, var, claimed, alt)[0]
-                    out[f"nstar_window_verdict_{name}_{k}"] = window_verdict(
-                        window_fits(g[g.status == "interior"], "N_star"), var, claimed, alt
-                    )[0]
+                    out[f"nstar_verdict_{name}_{k}"] = _uncontrolled(
+                        _exp_verdict(f, var, claimed, alt)[0]
+                    )
+                    out[f"nstar_window_verdict_{name}_{k}"] = _uncontrolled(
+                        window_verdict(
+                            window_fits(g[g.status == "interior"], "N_star"), var, claimed, alt
+                        )[0]
+                    )
                 fw = found[1] if found is not None else None
                 out[f"nstar_window_slope_{k}"] = "-" if fw is None else f"{fw['slopes'][var]:.2f}"
                 out[f"nstar_window_slope_{k}_ci"] = (
