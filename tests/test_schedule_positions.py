@@ -204,3 +204,20 @@ def test_a_removed_schedule_kind_points_to_its_successor(spec):
     build = comm_from_table if isinstance(spec, dict) else comm_from_spec
     with pytest.raises(ValueError, match=r"adaptive_rounds.*renamed drift_clock_rounds"):
         build(spec)
+
+
+def test_a_removed_schedule_kind_in_a_sweep_points_to_its_successor():
+    # the sweep's message suggested 'quadratic_rounds' for adaptive_rounds
+    import sys
+    from pathlib import Path
+
+    import convkit.sweep as sw
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from sweep_helpers import tiny_spec
+
+    spec = tiny_spec()
+    spec["algorithm"]["comm"] = {"kind": "adaptive_rounds", "N": 3}
+    with pytest.raises(sw.SpecError, match=r"adaptive_rounds was renamed drift_clock_rounds") as e:
+        sw.Sweep.from_dict(spec)
+    assert "did you mean" not in str(e.value)

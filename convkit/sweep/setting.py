@@ -125,9 +125,13 @@ def _normalize_kind(category: str, value: Any, path: tuple, ctx: _Context) -> An
 
         broken = "".join(f"; {m} could not be registered ({e})" for m, e in _LAZY_ERRORS.items())
         names = [*known, *aliases(category)]
+        from convkit._migration import removed_kind_hint
+
+        # a removed kind names its successor instead of a look-alike suggestion
+        hint = removed_kind_hint(value["kind"]) if category == "comm" else ""
         raise ctx.error(
             f"unknown {category} kind {value['kind']!r}; known kinds: {known}"
-            f"{_alias_note(category)}{_suggest(value['kind'], names)}{broken}",
+            f"{_alias_note(category)}{hint or _suggest(value['kind'], names)}{broken}",
             (*path, "kind"),
         )
     for key, fixed_value in fixed.items():
