@@ -105,10 +105,16 @@ def _integer_steps(extra: Sequence[Any]) -> np.ndarray:
 
 
 def starting_point(theta0: Any, d: int) -> np.ndarray:
-    """``theta0`` validated as a finite float64 vector of shape ``(d,)`` (None: zeros)."""
+    """``theta0`` validated as a finite float64 vector of shape ``(d,)`` (None: zeros); an entry
+    that is not a number is a ``TypeError`` naming ``theta0``."""
     if theta0 is None:
         return np.zeros(d)
-    t0 = np.asarray(to_numpy(theta0), dtype=np.float64)
+    try:
+        t0 = np.asarray(to_numpy(theta0), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"theta0 must be an array of real numbers, got {theta0!r} ({exc})"
+        ) from None
     if t0.shape != (d,):
         raise ValueError(
             f"theta0 must have shape (d,) = ({d},) to match the problem, got {t0.shape}"

@@ -184,3 +184,11 @@ def test_a_negative_seed_names_the_parameter(build):
     # was: ValueError: expected non-negative integer (NumPy's SeedSequence, no name)
     with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
         build(-1)
+
+
+def test_a_string_in_theta0_names_theta0():
+    # was: ValueError: could not convert string to float: np.str_('a')
+    prob = ck.LeastSquares.gaussian(3)
+    with pytest.raises(TypeError, match=r"^theta0 must be an array of real numbers, got .*'a'"):
+        ck.simulate(prob, ck.MBA(1, ck.Constant(0.1)), steps=5, replicates=2,
+                    theta0=["a", 0, 0])
