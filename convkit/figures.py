@@ -283,6 +283,7 @@ def run_figures(
         previous = runs.get(name)
         runs[name] = _provenance(previous, command, quick, checks_only, replot)
         if not (checks_only or replot):
+            runs[name].pop("fresh", None)  # kept below only for the same mode
             runs[name].update(
                 timing_record(
                     previous,

@@ -97,6 +97,10 @@ def test_runs_json_records_time_cache_state_compilation_date_and_machine(tmp_pat
     seconds, note = recorded_time(warm, "quick")  # what the next run's plan shows
     assert seconds == cold["fresh"]["seconds"] and note.startswith("fresh clone, ")
     assert recorded_time(warm, "full") == (None, "no recorded time")  # another mode's time
+    # a full run from the same (warm) cache: the quick run's fresh time is not the full one's
+    assert _figures("--analyses", pkg, "--out", out) == 0
+    full = json.loads((out / "runs.json").read_text())["cells"]
+    assert full["mode"] == "full" and full["cell_cache"] == "warm" and "fresh" not in full
 
 
 def test_plan_then_start_end_and_eta_lines(tmp_path, capsys):
