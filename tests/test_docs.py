@@ -358,3 +358,66 @@ def test_formerly_verbatim_docstrings_parse_cleanly(path):
 def test_warning_detector_can_fail():
     assert _warnings_of("Title\n\n*unclosed emphasis\n")
     assert not _warnings_of("A clean line.\n\nParameters\n----------\nx : int\n    A value.\n")
+
+
+_CODE_BOXES_JS = r"""<script>
+window.addEventListener('load', function () {
+  setTimeout(function () {
+    var article = document.querySelector('.bd-article-container') || document.body;
+    var column = document.querySelector('article.bd-article') || article;
+    var right = column.getBoundingClientRect().right;
+    var boxes = [];
+    document.querySelectorAll('div.highlight').forEach(function (div) {
+      var pre = div.querySelector('pre');
+      boxes.push({
+        right_past_column: div.getBoundingClientRect().right - right,
+        pre_scroll: pre ? pre.scrollWidth : 0,
+        pre_client: pre ? pre.clientWidth : 0,
+        first_line: pre ? pre.textContent.split('\n')[0].slice(0, 60) : ''
+      });
+    });
+    var report = {article_scroll: article.scrollWidth, article_client: article.clientWidth,
+                  boxes: boxes};
+    var out = document.createElement('pre');
+    out.id = 'code-boxes';
+    out.textContent = JSON.stringify(report);
+    document.body.appendChild(out);
+  }, 300);
+});
+</script>"""
+
+
+def code_boxes(page: Path, tmp_path: Path, width: int) -> dict:
+    """The code blocks of ``page`` as Chromium lays them out in a ``width`` pixel window: per
+    block how far it reaches past the article column's right edge and its ``pre``'s scroll
+    and client widths, and the article container's scroll and client widths."""
+    probe = page.with_name(f"_code_boxes_{page.name}")
+    probe.write_text(page.read_text().replace("</body>", _CODE_BOXES_JS + "</body>"))
+    cmd = [
+        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        f"--window-size={width},900", "--virtual-time-budget=5000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", probe.as_uri(),
+    ]  # fmt: skip
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    finally:
+        probe.unlink()
+    m = re.search(r'<pre id="code-boxes">(.*?)</pre>', out, re.S)
+    assert m, f"no code-block report from {page.name}"
+    return json.loads(m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+@pytest.mark.parametrize("width", [1280, 500])
+def test_code_blocks_of_the_own_claim_page_show_every_character(site, tmp_path, width):
+    """The own-claim page's code blocks (up to 94 characters a line) show all of their text
+    inside the article column: nothing reaches past the column's right edge, the article does
+    not scroll as a whole, and no block hides part of a line behind its own scroll bar (which
+    overlay scroll bars do not show until one scrolls: the line looked cut at the right
+    edge; the blocks wrap). Checked at two window widths."""
+    report = code_boxes(site / "own_claim.html", tmp_path, width)
+    assert len(report["boxes"]) >= 3
+    past = [b for b in report["boxes"] if b["right_past_column"] > 1]
+    assert not past, past
+    assert report["article_scroll"] <= report["article_client"] + 1, report
+    hidden = [b for b in report["boxes"] if b["pre_scroll"] > b["pre_client"] + 1]
+    assert not hidden, hidden
