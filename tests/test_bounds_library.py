@@ -71,8 +71,9 @@ def test_deepsqueeze_rate_and_limit():
     assert r.leading_exponent("T") == sp.Rational(-1, 2)
     assert {s.name for s in r.constants} == {"c", "C_2"}
     T, n, C2, c = symbol("T"), symbol("n"), symbol("C_2"), symbol("c")
-    cross = r.solve_for("T", equals=2 * C2 / T)
-    assert sp.simplify(cross.expression - C2**2 * n / c**2) == 0
+    # the two terms of c (1/sqrt(nT) + C_2/T) cross at T = n C_2^2
+    cross = r.solve_for("T", equals=2 * c * C2 / T)
+    assert sp.simplify(cross.expression - C2**2 * n) == 0
     lim = get("deepsqueeze.step_limit")
     v = lim.evaluate(L=2.0, C_2=np.array([1.0, 4.0]))
     np.testing.assert_allclose(v, [1 / 6, 1 / 12], rtol=1e-14)

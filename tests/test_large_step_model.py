@@ -52,7 +52,9 @@ def test_results_registered_with_provenance():
     for name in ("local_sgd_large_steps.osa_mba_excess", "local_sgd_large_steps.rounds_needed"):
         r = get(name)
         assert r.provenance.startswith("derived here: convkit.bounds.local_sgd_large_steps")
-        assert r.kind == "scaling_law"
+    assert get("local_sgd_large_steps.osa_mba_excess").kind == "scaling_law"
+    # N*(eps) fails where tested: registered as a model, not as a result (issue 30, item 3)
+    assert get("local_sgd_large_steps.rounds_needed").kind == "model"
     r = get("local_sgd_large_steps.osa_mba_excess")
     assert float(r.leading_exponent("T").subs(symbol("alpha"), 0.75)) == -0.5
     assert float(r.leading_exponent("P").subs(symbol("alpha"), 0.75)) == 1.5
@@ -75,5 +77,8 @@ def test_check_quick_rows():
         assert r["measured"] == r["measured"] or r["verdict"] in (
             "inconclusive",
             "not_identifiable",
+            "measured",
         )
+    # N*(eps) is registered as a model that fails where tested: reported, never judged
+    assert n_row["verdict"] == "measured" and n_row["reason"].startswith("model")
     assert all(math.isfinite(x) for x in t_row["details"]["excess"])

@@ -25,6 +25,7 @@ from convkit.verdicts import (
     CRASHED,
     HOLDS,
     INCONCLUSIVE,
+    MEASURED,
     NOT_IDENTIFIABLE,
     VERDICTS,
     VIOLATED,
@@ -191,22 +192,25 @@ def test_additive_noise_invariance_of_schedules():
     )
     assert mc["verdict"] == HOLDS and mc["measured"] <= 1e-10
     assert ex["verdict"] == HOLDS and ex["measured"] <= 1e-12
-    assert contrast["verdict"] == HOLDS
-    assert contrast["reason"].startswith("schedules differ, as derived")
+    # the contrast is reported, not judged: no false variant of the identity makes it fail
+    assert contrast["verdict"] == MEASURED
+    assert contrast["reason"].startswith("contrast, not a test of the identity")
     assert contrast["measured"] > 1 + 1e-3
 
 
 def test_osa_mba_ratio_tends_to_one():
-    """local_sgd.osa_mba_ratio: exact engine, P = 8, alpha = 0.75, d = 10, T = 1e3 ... 1e5:
-    err(OSA)/err(MBA) - 1 is positive, decreasing, with a negative log-log slope (95 %
-    interval below 0), and below 1 % at the largest T; the Monte Carlo paired ratio at
-    T = 1e4 (R = 300) agrees with the exact one within 3 SE."""
+    """local_sgd.osa_mba_ratio: exact engine, P = 8, alpha = 0.75, d = 10, T = 1e3 ... 1e5 in
+    quarter decades: err(OSA)/err(MBA) - 1 is positive and decreasing, below 1 % at the
+    largest T, and judged on the limit (convkit.limit_claims.limit_verdict): the excess keeps
+    decaying in the upper half of T (interval below half the lower half's exponent) and at
+    least halves, so the claim holds. The Monte Carlo paired ratio at T = 1e4 (R = 300) agrees
+    with the exact one within 3 SE, an engine cross-check reported as measured."""
     ex, mc = by_result("local_sgd.osa_mba_ratio", "local_sgd.osa_mba_ratio")
-    assert ex["verdict"] == HOLDS
+    assert ex["verdict"] == HOLDS, ex["reason"]
     ratios = np.array(ex["details"]["ratios"])
     assert np.all(ratios > 1) and np.all(np.diff(ratios) < 0) and ratios[-1] < 1.01
-    assert ex["details"]["interval"][1] < 0
-    assert mc["verdict"] == HOLDS
+    assert ex["details"]["tail_interval"][1] < 0.5 * ex["details"]["head_exponent"]
+    assert mc["verdict"] == MEASURED and abs(mc["details"]["z"]) <= 3
 
 
 @pytest.mark.slow
@@ -243,20 +247,22 @@ def test_dpsgd_rate_exponent():
     """dpsgd.rate: D-PSGD on a ring of 8 (iid least squares d = 10, sigma = 1, gamma_T =
     sqrt(n/T)/2, R = 100, T = 250 ... 2000): (1/T) sum_t ||grad f(x_bar_t)||^2 decays at least
     like T^-1/2 -- the 95 % interval of the log-log slope reaches -1/2 or lies below it -- and
-    the fitted constant c of c sigma/sqrt(nT) is positive and finite."""
+    the fitted constant c_1 of c_1 sigma_g/sqrt(nT) is positive and finite."""
     (r,) = by_result("dpsgd.rate", "dpsgd.rate")
     assert r["verdict"] == HOLDS, r
+    assert r["theoretical"] == -0.5
     lo, hi = r["details"]["interval"]
     assert lo <= -0.5 and hi - lo < 0.2
-    assert 0 < r["details"]["c"] < np.inf
+    assert 0 < r["details"]["c_1"] < np.inf
 
 
 @pytest.mark.slow
 def test_deepsqueeze_rate_fit_and_step_limit():
     """deepsqueeze.rate and deepsqueeze.step_limit: DeepSqueeze (top-k k = d/2, eta = 0.2) on
-    the D-PSGD setting. The model c/sqrt(nT) + C_2/T fits the Monte Carlo time-averaged
-    gradient norms (rms weighted log residual <= 2 SE) with a positive, finite C_2, and the
-    log-log slope is consistent with -1/2 (95 % interval).
+    the D-PSGD setting. The model c (1/sqrt(nT) + C_2/T) fits the Monte Carlo time-averaged
+    gradient norms (rms weighted log residual <= 2 SE) with a positive, finite C_2 (both
+    constants fitted: measured, not tested), and the log-log slope is consistent with -1/2
+    (95 % interval).
 
     Step limit: the claimed sufficient condition gamma <= 1/(3 L sqrt(C_2)), evaluated with the
     fitted C_2 moved by +-2 SE of log C_2, is compared with the measured largest mean-square
@@ -266,7 +272,7 @@ def test_deepsqueeze_rate_fit_and_step_limit():
     (SE of log C_2 > 0.3), the bound's range straddles the measured limit (about 0.67), so the
     verdict is inconclusive."""
     fit_row, slope_row = by_result("deepsqueeze.rate", "deepsqueeze.rate")
-    assert fit_row["verdict"] == HOLDS and fit_row["reason"].startswith("model fits")
+    assert fit_row["verdict"] == MEASURED and fit_row["reason"].startswith("constants measured")
     assert 0 < fit_row["details"]["C_2"] < np.inf
     assert slope_row["verdict"] == HOLDS
     (lim,) = by_result("deepsqueeze.rate", "deepsqueeze.step_limit")
@@ -289,8 +295,12 @@ def test_choco_rate_exponent():
     (the time origin of the step sizes; c/(T + a) <= c/T is the same O(1/T) bound) -1 lies in
     the interval."""
     in_T, in_Ta = by_result("choco.rate", "choco.rate_strongly_convex")
-    assert in_T["verdict"] == VIOLATED and in_T["details"]["interval"][0] > -1
-    assert "slower decay" in in_T["reason"]
+    assert in_T["measured"] > -1 and in_T["theoretical"] == -1.0
+    # the verdict follows the (misfit-widened) interval: above -1 is a slower decay
+    lo, hi = in_T["details"]["interval"]
+    assert (in_T["verdict"] == VIOLATED) == (lo > -1)
+    if in_T["verdict"] == VIOLATED:
+        assert "slower decay" in in_T["reason"]
     assert in_Ta["verdict"] == HOLDS, in_Ta
 
 
@@ -374,11 +384,21 @@ def test_scaled_sign_error_identity():
 
 # ============================================================================ error feedback
 def test_error_feedback_memory_is_order_gamma_squared():
-    """ef_sgd.memory: EF-SGD (P = 4, top-k k = d/4, least squares d = 20, start at theta*),
-    memory after 500 steps for gamma in {0.005, ..., 0.04}, R = 200: the log-log slope in gamma
-    has 2 inside its 95 % interval, of width < 0.3."""
-    (r,) = by_result("ef_sgd.memory", "ef_sgd.memory")
-    assert r["verdict"] == HOLDS
+    """ef_sgd.memory: EF-SGD (P = 4, least squares d = 64, start at theta*), memory after 500
+    steps, R = 200. The bound 4 (1 - omega) gamma^2 G^2 / omega^2 with its constant holds at
+    every k/d from 1/2 to 1/64 (gamma = 0.02), with tightness measured / bound in each row,
+    far below 1 and falling with k/d (the measured memory grows about like 1/omega, the bound
+    like 1/omega^2); at k/d = 1/4 the log-log slope in gamma has 2 inside its 95 % interval,
+    of width < 0.3."""
+    rows = by_result("ef_sgd.memory", "ef_sgd.memory")
+    *by_frac, r = rows
+    assert len(by_frac) == 6
+    tight = [b["details"]["tightness"] for b in by_frac]
+    for b in by_frac:
+        assert b["verdict"] == HOLDS and b["measured"] < b["theoretical"]
+        assert b["details"]["tightness"] == pytest.approx(b["measured"] / b["theoretical"])
+    assert max(tight) < 0.1 and tight[-1] < tight[0]
+    assert r["verdict"] == HOLDS and r["theoretical"] == 2.0
     lo, hi = r["details"]["interval"]
     assert lo <= 2 <= hi and hi - lo < 0.3
 

@@ -28,7 +28,9 @@ The helpers:
 * :func:`within` -- ``|measured - theory| <= k se`` (the usual 3 SE rule);
 * :func:`tolerance_verdict`, :func:`rate_exponent_verdict` -- verdict and reason;
 * :func:`check_stream` -- the random stream of the library's checks (for draws outside
-  :func:`convkit.simulate`).
+  :func:`convkit.simulate`);
+* :func:`exponent_in` -- the exponent a registered result predicts in one variable (what an
+  exponent check compares with: read from the registry, never typed).
 
 They are public: a check in a topic module of :mod:`convkit.bounds`, in a user's module or in
 a notebook uses the same names (see the page "Your own claim" of the documentation).
@@ -47,6 +49,7 @@ from convkit.verdicts import HOLDS, VIOLATED, check_row, exponent_verdict, verdi
 __all__ = [
     "check_row",
     "check_stream",
+    "exponent_in",
     "final_values",
     "mean_se",
     "rate_exponent_verdict",
@@ -114,3 +117,13 @@ def rate_exponent_verdict(
     if verdict == VIOLATED:
         reason += " (slower decay than the bound)"
     return verdict, reason
+
+
+def exponent_in(result: Any, var: str) -> float:
+    """The exponent ``p`` of ``result``'s expression ``~ c var^p`` as ``var -> oo``
+    (:meth:`~convkit.bounds.core.TheoryResult.leading_exponent`), ``0.0`` when the expression
+    does not involve ``var`` (a claim constant in ``var``)."""
+    names = {getattr(s, "name", None) for s in result.expression.free_symbols}
+    if var not in names:
+        return 0.0
+    return float(result.leading_exponent(var))

@@ -38,7 +38,15 @@ __all__ = [
     "symbol",
 ]
 
-KINDS = ("upper_bound", "asymptotic", "scaling_law", "threshold", "stability_limit", "identity")
+KINDS = (
+    "upper_bound",
+    "asymptotic",
+    "scaling_law",
+    "threshold",
+    "stability_limit",
+    "identity",
+    "model",
+)
 
 #: Assumptions of the shared symbols: one symbol per name across the whole library, so that
 #: expressions from different results combine (``sp.Symbol('T', positive=True)`` is a different
@@ -57,6 +65,9 @@ _SYMBOL_ASSUMPTIONS: dict[str, dict[str, bool]] = {
     # reals
     "zeta": {"nonnegative": True, "real": True},
     "sigma": {"nonnegative": True, "real": True},
+    "sigma_g": {"nonnegative": True, "real": True},
+    # a momentum or other nonnegative weight: 0 (no momentum) is allowed
+    "beta": {"nonnegative": True, "real": True},
 }
 
 
@@ -121,7 +132,9 @@ class TheoryResult:
         (quantity ~ expression as ``variable`` -> oo), ``"scaling_law"`` (quantity is
         proportional to expression; unknown constant kept symbolic), ``"threshold"``,
         ``"stability_limit"`` (stable iff the parameter is below expression),
-        ``"identity"`` (quantity == expression exactly).
+        ``"identity"`` (quantity == expression exactly), ``"model"`` (a heuristic model with
+        stated assumptions, quantity proportional to expression, that is known to fail or is
+        not identifiable where tested: its checks report ``measured``, never ``holds``).
     quantity:
         What the expression bounds / equals, as text (``"E||grad f(x_bar_T)||^2"``).
     provenance:
@@ -209,6 +222,7 @@ class TheoryResult:
             "threshold": "=",
             "stability_limit": "<",
             "identity": "=",
+            "model": r"\propto",
         }[self.kind]
         if self.relation is not None:
             rel = _LATEX_REL[self.relation]
@@ -444,6 +458,7 @@ _TEXT_REL = {
     "threshold": "=",
     "stability_limit": "<",
     "identity": "=",
+    "model": "propto (model)",
 }
 
 

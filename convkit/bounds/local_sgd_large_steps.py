@@ -84,12 +84,18 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from convkit.bounds.checking import check_row
+from convkit.bounds.checking import check_row, exponent_in
 from convkit.bounds.core import TheoryResult, symbol
 from convkit.bounds.provenance import derived
-from convkit.bounds.registry import register_check, result
+from convkit.bounds.registry import get, register_check, result
 from convkit.validation import check_real
-from convkit.verdicts import INCONCLUSIVE, NOT_IDENTIFIABLE, exponent_verdict, interval_text
+from convkit.verdicts import (
+    INCONCLUSIVE,
+    MEASURED,
+    NOT_IDENTIFIABLE,
+    exponent_verdict,
+    interval_text,
+)
 
 __all__ = ["derive_large_step_model", "model_exponents"]
 
@@ -196,15 +202,18 @@ def _rounds_needed() -> TheoryResult:
         * T ** ((2 - 3 * a) / (2 * (1 - a)))
         * P ** ((2 * a - 1) / (1 - a))
         * eps ** (-a / (2 * (1 - a))),
-        kind="scaling_law",
+        kind="model",
         quantity="N*(eps), the fewest evenly spaced rounds with err(N)/err(MBA) - 1 <= eps, "
         "online logistic regression, gamma_k = C k^-alpha, n = T/P",
         provenance=derived(derive_large_step_model),
         conditions=(a > sp.Rational(1, 2), a < 1),
         constants=(K,),
-        notes="heuristic: a round resets the workers' covariance; the excess bias sum is "
-        "dominated by the early steps whose relaxation time exceeds the gap (mu C H >= 1); "
-        "valid while err(OSA)/err(MBA) - 1 > eps and N* <= n",
+        notes="a model, not a result: it fails where tested (the quick check's N* grows with "
+        "T where the model's falls; every N* row of the large-step study is "
+        "not_identifiable), so its checks report measured. Heuristic: a round resets the "
+        "workers' covariance; the excess bias sum is dominated by the early steps whose "
+        "relaxation time exceeds the gap (mu C H >= 1); valid while err(OSA)/err(MBA) - 1 > "
+        "eps and N* <= n",
     )
 
 
@@ -269,7 +278,14 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     from convkit.checks import fit_exponent
 
     alpha, eps = 0.75, 0.25
-    me = model_exponents(alpha)
+    # the predictions are the registered expressions' exponents at this alpha
+    ex = get("local_sgd_large_steps.osa_mba_excess").subs(alpha=alpha)
+    nst_model = get("local_sgd_large_steps.rounds_needed").subs(alpha=alpha)
+    me = {
+        "ratio_T": exponent_in(ex, "T"),
+        "ratio_P": exponent_in(ex, "P"),
+        "nstar_T": exponent_in(nst_model, "T"),
+    }
     R = 120 if quick else 600
     Ts = [1000, 3000, 10000] + ([] if quick else [30000])
     rows = []
@@ -283,7 +299,9 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     setting = f"{_BASE}, C L = 2, alpha = {alpha}, Polyak-Ruppert average, R = {R}"
     if np.all(exc > 0):
         fe = fit_exponent(np.array(Ts, float), exc, se)
-        v, why = exponent_verdict(fe.interval, me["ratio_T"], alternatives=(0.0,), fit=fe)
+        # alternative: no decay (0), or the claim moved by +1/2 where it is 0 or above
+        alt_T = (0.0,) if me["ratio_T"] < -0.25 else (me["ratio_T"] + 0.5,)
+        v, why = exponent_verdict(fe.interval, me["ratio_T"], alternatives=alt_T, fit=fe)
         slope, iv = round(fe.slope, 3), [round(float(x), 3) for x in fe.interval]
     else:
         v, why, slope, iv = NOT_IDENTIFIABLE, "ratio - 1 not positive at every T", math.nan, []
@@ -344,6 +362,9 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
             f"N*({eps}) = {shown}: fewer than 3 values of T with N* below n (capped cells "
             "excluded), no exponent"
         )
+    # N*(eps) is registered as a model that fails where tested: its rows report, never decide
+    why = f"model (kind 'model'), reported not judged; the exponent rule would say {v}: {why}"
+    v = MEASURED
     rows.append(
         check_row(
             "local_sgd_large_steps.rounds_needed",

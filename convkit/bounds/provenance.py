@@ -21,8 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 __all__ = [
+    "ALISTARH",
+    "ISSUE_30",
+    "KARIMIREDDY",
     "KOLOSKOVA",
     "LIAN",
+    "STICH",
+    "TANG_D2",
+    "THEORY_NOTE_DECENTRALIZED",
     "PATEL",
     "SUMMARY_TAG",
     "TANG",
@@ -48,6 +54,25 @@ KOLOSKOVA = (
     "Koloskova, Stich, Jaggi 2019, 'Decentralized stochastic optimization and gossip "
     "algorithms with compressed communication' (ICML 2019)"
 )
+TANG_D2 = (
+    "Tang, Lian, Yan, Zhang, Liu 2018, 'D^2: Decentralized training over decentralized data' "
+    "(ICML 2018, arXiv 1803.07068)"
+)
+KARIMIREDDY = (
+    "Karimireddy, Rebjock, Stich, Jaggi 2019, 'Error feedback fixes SignSGD and other gradient "
+    "compression schemes' (ICML 2019)"
+)
+STICH = "Stich, Cordonnier, Jaggi 2018, 'Sparsified SGD with memory' (NeurIPS 2018)"
+ALISTARH = (
+    "Alistarh, Grubic, Li, Tomioka, Vojnovic 2017, 'QSGD: Communication-efficient SGD via "
+    "gradient quantization and encoding' (NeurIPS 2017)"
+)
+
+#: the theory note of the decentralized and compression results (its compressor table and its
+#: [classic] statements are summaries, not the papers' text)
+THEORY_NOTE_DECENTRALIZED = "theory note shared/theory/decentralized.md"
+#: the issue that quotes constants of papers whose text was not read here
+ISSUE_30 = "issue 30 of this repository, item 8"
 
 
 def derived(func: Callable[..., object]) -> str:
