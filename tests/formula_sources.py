@@ -255,20 +255,20 @@ SOURCES: dict[str, Source] = {
     ),
     "local_sgd.communication_reduction": Source(
         "Patel & Dieuleveut 2019, abstract: 'reduces communication by a factor of "
-        "O(sqrt(T)/P^(3/2))'",
-        lambda T, P, c, alpha: c * T**0.5 * P**-1.5,
-        {"T": _lu(10, 1e7), "P": _lu(1, 100), "c": _lu(0.1, 10), "alpha": _u(0.51, 0.99)},
+        "O(sqrt(T)/P^(3/2))' (T: all gradients, T_all here)",
+        lambda T_all, P, c, alpha: c * T_all**0.5 * P**-1.5,
+        {"T_all": _lu(10, 1e7), "P": _lu(1, 100), "c": _lu(0.1, 10), "alpha": _u(0.51, 0.99)},
     ),
     "local_sgd.rounds_needed": Source(
         "Patel & Dieuleveut 2019, abstract, read against MBA's T/P rounds: "
         "N* = (T/P) / (sqrt(T)/P^(3/2))",
-        lambda T, P, c, alpha: c * (T / P) / (math.sqrt(T) / P**1.5),
-        {"T": _lu(10, 1e7), "P": _lu(1, 100), "c": _lu(0.1, 10), "alpha": _u(0.51, 0.99)},
+        lambda T_all, P, c, alpha: c * (T_all / P) / (math.sqrt(T_all) / P**1.5),
+        {"T_all": _lu(10, 1e7), "P": _lu(1, 100), "c": _lu(0.1, 10), "alpha": _u(0.51, 0.99)},
     ),
     "local_sgd.local_steps_between_rounds": Source(
         "Patel & Dieuleveut 2019 (our reading): H* = (T/P)/N* with N* ~ sqrt(P T)",
-        lambda T, P, c, alpha: c * (T / P) / math.sqrt(P * T),
-        {"T": _lu(10, 1e7), "P": _lu(1, 100), "c": _lu(0.1, 10), "alpha": _u(0.51, 0.99)},
+        lambda T_all, P, c, alpha: c * (T_all / P) / math.sqrt(P * T_all),
+        {"T_all": _lu(10, 1e7), "P": _lu(1, 100), "c": _lu(0.1, 10), "alpha": _u(0.51, 0.99)},
     ),
     "local_sgd.osa_mba_ratio": Source(
         "Patel & Dieuleveut 2019, NeurIPS review: 'OSA and MBA are asymptotically equivalent'",
@@ -284,20 +284,24 @@ SOURCES: dict[str, Source] = {
     "local_sgd_large_steps.osa_mba_excess": Source(
         "derived here (local_sgd_large_steps module docstring): 'err(OSA)/err(MBA) - 1 ~ ... "
         "T n^(-2 alpha)' with n = T/P",
-        lambda K, T, P, alpha: K * T * (T / P) ** (-2 * alpha),
-        {"K": _lu(0.1, 10), "T": _lu(10, 1e6), "P": _lu(1, 64), "alpha": _u(0.05, 0.95)},
+        lambda K, T_all, P, alpha: K * T_all * (T_all / P) ** (-2 * alpha),
+        {"K": _lu(0.1, 10), "T_all": _lu(10, 1e6), "P": _lu(1, 64), "alpha": _u(0.05, 0.95)},
     ),
     "local_sgd_large_steps.rounds_needed": Source(
         "derived here (local_sgd_large_steps module docstring): 'N*^q ~ T^(q - 1) P^(2 - q) "
         "/ eps' with q = 2 (1 - alpha)/alpha",
-        lambda K, T, P, epsilon, alpha: (
+        lambda K, T_all, P, epsilon, alpha: (
             K
-            * (T ** (2 * (1 - alpha) / alpha - 1) * P ** (2 - 2 * (1 - alpha) / alpha) / epsilon)
+            * (
+                T_all ** (2 * (1 - alpha) / alpha - 1)
+                * P ** (2 - 2 * (1 - alpha) / alpha)
+                / epsilon
+            )
             ** (alpha / (2 * (1 - alpha)))
         ),
         {
             "K": _lu(0.1, 10),
-            "T": _lu(10, 1e6),
+            "T_all": _lu(10, 1e6),
             "P": _lu(1, 64),
             "epsilon": _lu(1e-3, 1),
             "alpha": _u(0.52, 0.95),

@@ -116,7 +116,7 @@ def _perturbations(name: str) -> list:
     res = get(name)
     out = [scaled(1.37)]
     syms = {s.name for s in res.expression.free_symbols if isinstance(s, sp.Symbol)}
-    out += [times_power(v, 0.5) for v in ("T", "gamma", "gap", "omega", "P") if v in syms]
+    out += [times_power(v, 0.5) for v in ("T", "T_all", "gamma", "gap", "omega", "P") if v in syms]
     return out
 
 

@@ -138,9 +138,11 @@ def test_local_sgd_readings_are_consistent():
     """N* x H* = T/P (H* local steps between N* rounds use all T/P steps) and the reduction
     factor is MBA's T/P rounds over N*, at the same constant."""
     T, P, c = 1e6, 8.0, 1.7
-    n_star = get("local_sgd.rounds_needed").evaluate(T=T, P=P, c=c, check=False)
-    h_star = get("local_sgd.local_steps_between_rounds").evaluate(T=T, P=P, c=1 / c, check=False)
-    red = get("local_sgd.communication_reduction").evaluate(T=T, P=P, c=1 / c, check=False)
+    n_star = get("local_sgd.rounds_needed").evaluate(T_all=T, P=P, c=c, check=False)
+    h_star = get("local_sgd.local_steps_between_rounds").evaluate(
+        T_all=T, P=P, c=1 / c, check=False
+    )
+    red = get("local_sgd.communication_reduction").evaluate(T_all=T, P=P, c=1 / c, check=False)
     assert n_star * h_star == pytest.approx(T / P, rel=1e-14)
     assert red == pytest.approx((T / P) / n_star, rel=1e-14)
 
@@ -149,11 +151,11 @@ def test_large_step_model_branches_meet_at_one_half():
     """At alpha = 1/2 both branches of N* give T^(1/2) P^0 eps^(-1/2) (module docstring)."""
     r = get("local_sgd_large_steps.rounds_needed")
     for T, P, eps in ((1e4, 4.0, 0.1), (3e5, 32.0, 0.01)):
-        v = r.evaluate(K=1.0, T=T, P=P, epsilon=eps, alpha=0.5, check=False)
+        v = r.evaluate(K=1.0, T_all=T, P=P, epsilon=eps, alpha=0.5, check=False)
         assert v == pytest.approx(math.sqrt(T) / math.sqrt(eps), rel=1e-12)
     # the ratio model at alpha = 1/2: no decay in T, P^1
     x = get("local_sgd_large_steps.osa_mba_excess")
-    assert x.evaluate(K=1.0, T=1e4, P=3.0, alpha=0.5) == pytest.approx(3.0, rel=1e-14)
+    assert x.evaluate(K=1.0, T_all=1e4, P=3.0, alpha=0.5) == pytest.approx(3.0, rel=1e-14)
 
 
 def test_decentralized_rates_special_cases():

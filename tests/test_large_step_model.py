@@ -56,7 +56,7 @@ def test_results_registered_with_provenance():
     # N*(eps) fails where tested: registered as a model, not as a result (issue 30, item 3)
     assert get("local_sgd_large_steps.rounds_needed").kind == "model"
     r = get("local_sgd_large_steps.osa_mba_excess")
-    assert float(r.leading_exponent("T").subs(symbol("alpha"), 0.75)) == -0.5
+    assert float(r.leading_exponent("T_all").subs(symbol("alpha"), 0.75)) == -0.5
     assert float(r.leading_exponent("P").subs(symbol("alpha"), 0.75)) == 1.5
 
 

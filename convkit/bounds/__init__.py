@@ -12,6 +12,9 @@ Layout
   :func:`names`, :func:`all_results`; :data:`CHECKS` / :data:`COVERS` with
   :func:`register_check`, :func:`select`, :func:`covered_results`, :func:`run_checks`;
 * :mod:`convkit.bounds.provenance` (the papers, :func:`~convkit.bounds.provenance.derived`),
+  :mod:`convkit.bounds.symbols` (one meaning per symbol name),
+  :mod:`convkit.bounds.controls` (negative controls: false claims substituted in the
+  registry with :func:`~convkit.bounds.controls.substituted`),
   :mod:`convkit.bounds.checking` (the public helpers of the checks: :func:`check_row`,
   :func:`mean_se`, :func:`within`, :func:`final_values`, also exported here),
   :mod:`convkit.bounds.moments` (Isserlis / Rademacher moments and the second-moment
@@ -35,7 +38,7 @@ Example (measured vs theoretical, PEPit style)::
     from convkit.checks import check_bound, fit_exponent
     from convkit.verdicts import exponent_verdict
 
-    rate = get("deepsqueeze.rate")                    # c/sqrt(nT) + C_2/T, c and C_2 unknown
+    rate = get("deepsqueeze.rate")                    # c (1/sqrt(nT) + C_2/T), c, C_2 unknown
     fit = fit_constants(rate, {"T": T}, mean, se=se, fixed={"n": 8})
     bound = rate.evaluate(T=T, n=8, check=False, **fit.values)
     check_bound(T, mean, se, bound).holds

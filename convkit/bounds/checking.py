@@ -23,6 +23,8 @@ decay also satisfies the bound).
 The helpers:
 
 * :func:`check_row` -- one row (verdict and reason checked where the row is written);
+* :func:`note_sources` -- the rows of a check with ``[unverified source: ...]`` added to the
+  reason of each row whose result is known only from a summary of its paper;
 * :func:`final_values` -- the per-replicate values of one curve at its last record point;
 * :func:`mean_se` -- mean and standard error of independent replicates;
 * :func:`within` -- ``|measured - theory| <= k se`` (the usual 3 SE rule);
@@ -38,8 +40,9 @@ a notebook uses the same names (see the page "Your own claim" of the documentati
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,11 +50,14 @@ import numpy as np
 from convkit.verdicts import HOLDS, VIOLATED, check_row, exponent_verdict, verdict_of
 
 __all__ = [
+    "UNVERIFIED",
     "check_row",
     "check_stream",
     "exponent_in",
     "final_values",
     "mean_se",
+    "note_sources",
+    "noting_sources",
     "rate_exponent_verdict",
     "tolerance_verdict",
     "within",
@@ -127,3 +133,36 @@ def exponent_in(result: Any, var: str) -> float:
     if var not in names:
         return 0.0
     return float(result.leading_exponent(var))
+
+
+#: appended to the reason of every row of a result whose provenance is a summary of the paper
+UNVERIFIED = "unverified source: the statement is from a summary of the paper, not its text"
+
+
+def note_sources(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with ``[unverified source: ...]`` appended to the reason of every row whose
+    result is a library result with a provenance from a summary of its paper
+    (:func:`convkit.bounds.provenance.from_summary`): its verdict is about the statement as
+    summarized. The rows are modified in place and returned."""
+    from convkit.bounds import registry
+    from convkit.bounds.provenance import source_of
+
+    for r in rows:
+        name = r["result"]
+        if name in registry.LIBRARY and UNVERIFIED not in r["reason"]:
+            if source_of(registry.get(name).provenance) == "summary":
+                r["reason"] = f"{r['reason']} [{UNVERIFIED}]"
+    return rows
+
+
+def noting_sources(
+    check: Callable[[bool], list[dict[str, Any]]],
+) -> Callable[[bool], list[dict[str, Any]]]:
+    """Decorator of a check (put it under ``@register_check``): its rows go through
+    :func:`note_sources`."""
+
+    @functools.wraps(check)
+    def wrapper(quick: bool) -> list[dict[str, Any]]:
+        return note_sources(check(quick))
+
+    return wrapper

@@ -26,6 +26,7 @@ from convkit.bounds.checking import (
     exponent_in,
     final_values,
     mean_se,
+    noting_sources,
     tolerance_verdict,
     within,
 )
@@ -169,6 +170,7 @@ def _test_vectors(seed: int, R: int, d: int) -> dict[str, np.ndarray]:
 
 
 @register_check("compression.top_k", ["compression.top_k"])
+@noting_sources
 def check_top_k(quick: bool) -> list[dict[str, Any]]:
     """top-k is a contraction: ``||top_k(x) - x||^2 <= (1 - k/d) ||x||^2`` for every x
     (deterministic bound, check_bound with se = 0); d = 50, k in {1, 5, 25}, 2000 vectors of
@@ -214,6 +216,7 @@ def _mc_compressor_ratio(comp: Any, x: np.ndarray, R: int, seed: int) -> tuple[f
 
 
 @register_check("compression.rand_k", ["compression.rand_k", "compression.rand_k_scaled"])
+@noting_sources
 def check_rand_k(quick: bool) -> list[dict[str, Any]]:
     """rand-k: ``E||C(x) - x||^2 = (1 - k/d) ||x||^2`` and, scaled by d/k, ``(d/k - 1)
     ||x||^2`` (identities): Monte Carlo over R compressions of one Gaussian x (d = 50,
@@ -297,6 +300,7 @@ def check_qsgd(quick: bool) -> list[dict[str, Any]]:
 
 
 @register_check("compression.scaled_sign", ["compression.scaled_sign"])
+@noting_sources
 def check_scaled_sign(quick: bool) -> list[dict[str, Any]]:
     """Scaled sign: ``||(||x||_1/d) sign(x) - x||^2 = ||x||_2^2 - ||x||_1^2 / d`` exactly, for
     2000 vectors of four kinds, d = 50; max relative difference <= 1e-12."""
@@ -364,6 +368,7 @@ EF_GAMMAS = (0.005, 0.01, 0.02, 0.04)
 
 
 @register_check("ef_sgd.memory", ["ef_sgd.memory"])
+@noting_sources
 def check_ef_memory(quick: bool) -> list[dict[str, Any]]:
     """Error-feedback SGD memory ``E||e||^2 <= 4 (1 - omega) gamma^2 G^2 / omega^2``
     (Karimireddy et al. 2019, Lemma 3, c = 4; omega = k/d for top-k), every variable

@@ -183,13 +183,13 @@ CONTROLS: dict[str, tuple[Control, ...]] = {
         Control(
             "N* ~ T^(3/2) (wrong exponent)",
             "local_sgd.rounds_needed",
-            times_power("T", 1),
+            times_power("T_all", 1),
             targets=("start at distance 0:",),
         ),
         Control(
             "reduction ~ T^(-1/2) (wrong exponent)",
             "local_sgd.communication_reduction",
-            times_power("T", -1),
+            times_power("T_all", -1),
             targets=("start at distance 0:",),
         ),
     ),
@@ -197,7 +197,7 @@ CONTROLS: dict[str, tuple[Control, ...]] = {
         Control(
             "excess ~ T^(2 - 2 alpha) (wrong exponent)",
             "local_sgd_large_steps.osa_mba_excess",
-            times_power("T", 1),
+            times_power("T_all", 1),
             targets=("in T",),
         ),
     ),

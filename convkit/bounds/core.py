@@ -54,6 +54,7 @@ KINDS = (
 _SYMBOL_ASSUMPTIONS: dict[str, dict[str, bool]] = {
     # counts
     "T": {"positive": True, "integer": True},
+    "T_all": {"positive": True, "integer": True},
     "P": {"positive": True, "integer": True},
     "N": {"positive": True, "integer": True},
     "H": {"positive": True},

@@ -31,6 +31,7 @@ from convkit.bounds.checking import (
     check_stream,
     exponent_in,
     mean_se,
+    noting_sources,
     rate_exponent_verdict,
     tolerance_verdict,
 )
@@ -464,6 +465,7 @@ def _deepsqueeze_study(quick: bool) -> dict[str, Any]:
 
 
 @register_check("deepsqueeze.rate", ["deepsqueeze.rate", "deepsqueeze.step_limit"])
+@noting_sources
 def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
     """DeepSqueeze (top-k with k = d/2, eta = 0.2) on the setting of :func:`check_dpsgd_rate`.
 
@@ -537,7 +539,8 @@ def check_deepsqueeze_rate(quick: bool) -> list[dict[str, Any]]:
             lead,
             *rate_exponent_verdict(fe.interval, lead, alternatives=(lead - 0.5,), fit=fe),
             f"exponent rule: {lead:g} inside the 95 % interval {interval_text(fe.interval)} (or "
-            f"the interval below it: faster decay), half-width <= 0.25, {lead - 0.5:g} outside",
+            f"the interval below it: faster decay), half-width <= 0.25, {lead - 0.5:g} outside; "
+            "the constants c and C_2 are unknown: only the exponent is tested",
             interval=list(fe.interval),
             chi2_dof=fe.chi2_dof,
         ),
@@ -686,7 +689,8 @@ def _choco_rate_rows(quick: bool, iterate: str, what: str) -> list[dict[str, Any
                 reason,
                 f"exponent rule: {lead:g} inside the 95 % interval "
                 f"{interval_text(fe.interval)} (or the interval below it: faster decay), "
-                f"half-width <= 0.25, {alts[0]:g} and {alts[1]:g} outside",
+                f"half-width <= 0.25, {alts[0]:g} and {alts[1]:g} outside; the constant c is "
+                "unknown: only the exponent is tested",
                 interval=list(fe.interval),
                 chi2_dof=fe.chi2_dof,
                 T=Ts,

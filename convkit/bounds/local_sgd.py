@@ -153,7 +153,7 @@ def _derive_additive_noise_invariance(
 # ============================================================================ results
 @result("local_sgd.communication_reduction")
 def _local_comm_reduction() -> TheoryResult:
-    T, P, alpha, c = symbol("T"), symbol("P"), symbol("alpha"), symbol("c")
+    T, P, alpha, c = symbol("T_all"), symbol("P"), symbol("alpha"), symbol("c")
     return TheoryResult(
         name="local_sgd.communication_reduction",
         expression=c * sp.sqrt(T) / P ** sp.Rational(3, 2),
@@ -163,13 +163,14 @@ def _local_comm_reduction() -> TheoryResult:
         "O(sqrt(T)/P^(3/2))' for step sizes C k^(-alpha), 1/2 < alpha < 1",
         conditions=(_HALF < alpha, alpha < 1),
         constants=(c,),
-        notes="T = total stochastic gradients over all P workers, b = 1 (MBA uses T/P rounds).",
+        notes="T_all (the paper's T) = total stochastic gradients over all P workers, b = 1 "
+        "(MBA uses T_all/P rounds); T elsewhere in the library counts iterations.",
     )
 
 
 @result("local_sgd.rounds_needed")
 def _local_rounds_needed() -> TheoryResult:
-    T, P, alpha, c = symbol("T"), symbol("P"), symbol("alpha"), symbol("c")
+    T, P, alpha, c = symbol("T_all"), symbol("P"), symbol("alpha"), symbol("c")
     return TheoryResult(
         name="local_sgd.rounds_needed",
         expression=c * sp.sqrt(P * T),
@@ -179,19 +180,20 @@ def _local_rounds_needed() -> TheoryResult:
         "T/P rounds (our reading of the abstract): N* = (T/P) / (sqrt(T)/P^(3/2))",
         conditions=(_HALF < alpha, alpha < 1),
         constants=(c,),
-        notes="Exponents to test: +1/2 in T and +1/2 in P.",
+        notes="Exponents to test: +1/2 in T_all (total gradients, the paper's T) and +1/2 in P.",
     )
 
 
 @result("local_sgd.local_steps_between_rounds")
 def _local_steps_between() -> TheoryResult:
-    T, P, alpha, c = symbol("T"), symbol("P"), symbol("alpha"), symbol("c")
+    T, P, alpha, c = symbol("T_all"), symbol("P"), symbol("alpha"), symbol("c")
     return TheoryResult(
         name="local_sgd.local_steps_between_rounds",
         expression=c * sp.sqrt(T) / P ** sp.Rational(3, 2),
         kind="scaling_law",
         quantity="H*: local steps between averages at N* rounds",
-        provenance=f"{PATEL}: implied, H* = (T/P)/N* with N* ~ sqrt(P T) (our reading)",
+        provenance=f"{PATEL}: implied by the abstract's reduction factor (our reading of the "
+        "abstract): H* = (T/P)/N* with N* ~ sqrt(P T)",
         conditions=(_HALF < alpha, alpha < 1),
         constants=(c,),
     )
@@ -199,7 +201,7 @@ def _local_steps_between() -> TheoryResult:
 
 @result("local_sgd.osa_mba_ratio")
 def _osa_mba_ratio() -> TheoryResult:
-    T = symbol("T")
+    T = symbol("T_all")
     return TheoryResult(
         name="local_sgd.osa_mba_ratio",
         expression=sp.Integer(1),
@@ -208,7 +210,8 @@ def _osa_mba_ratio() -> TheoryResult:
         provenance=f"{PATEL}: public NeurIPS review, 'OSA and MBA are asymptotically "
         "equivalent'; consistent with both reaching sigma^2 d / T (Polyak-Juditsky)",
         variable=T,
-        notes="P fixed, T -> oo. Pre-asymptotically communicating more often is better.",
+        notes="P fixed, T_all (total gradients) -> oo. Pre-asymptotically communicating more "
+        "often is better.",
     )
 
 
@@ -536,7 +539,7 @@ def check_local_sgd_threshold(quick: bool) -> list[dict[str, Any]]:
     alternatives 1 and 0 in T, -1 and 0 in P; both rows use the same N*). The large Monte Carlo study (least squares and
     logistic regression) is ``analyses/local_sgd_threshold_mc.py``."""
     # the predictions are the registered results' exponents
-    nT = exponent_in(get("local_sgd.rounds_needed"), "T")
+    nT = exponent_in(get("local_sgd.rounds_needed"), "T_all")
     nP = exponent_in(get("local_sgd.rounds_needed"), "P")
     rows = []
     for r0 in (0.0, 1.0):
@@ -583,7 +586,7 @@ def check_local_sgd_threshold(quick: bool) -> list[dict[str, Any]]:
             ("local_sgd.communication_reduction", "reduction factor (T/P)/N*"),
             ("local_sgd.local_steps_between_rounds", "local steps H* = n/N*"),
         ):
-            rT = exponent_in(get(res_name), "T")
+            rT = exponent_in(get(res_name), "T_all")
             rP = exponent_in(get(res_name), "P")
             rows.append(
                 _exp_row(
