@@ -509,7 +509,8 @@ def _exp_row(
         predicted,
         *exponent_verdict(fe.interval, predicted, alternatives, fit=fe),
         f"exponent rule: {predicted:g} inside the 95 % interval {interval_text(fe.interval)}, "
-        f"half-width <= 0.25, the alternatives {alts} outside",
+        f"half-width <= 0.25, the alternatives {alts} outside; the constant c is unknown: only "
+        "the exponent is tested",
         interval=list(fe.interval),
         n_points=fe.n_points,
         N_star=Ns,
