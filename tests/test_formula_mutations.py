@@ -9,7 +9,9 @@ Mutations of one expression (each applied alone):
   difference, the limits of a sum) ``a`` -> ``a + 1`` and -> ``a / 2`` (the latter skipped
   for 0, where it is the same number);
 * every factor of a product that is not a number: dropped and squared;
-* every term of a sum: dropped.
+* every term of a sum: dropped;
+* the whole expression times each of its variables ``v`` and times ``log(v)`` (a missing
+  factor n or P, a missing log factor).
 
 A mutant is *killed* when its values differ from the source statement beyond the pin's
 tolerance at one of the sample points (or it cannot be evaluated there). The test prints
@@ -64,6 +66,19 @@ def mutants(expr: sp.Basic) -> Iterator[tuple[str, sp.Basic]]:
                 continue
 
 
+def all_mutants(expr: sp.Basic) -> Iterator[tuple[str, sp.Basic]]:
+    """:func:`mutants` of ``expr`` and the whole expression times each variable and its log
+    (not the summation index nor the label of an indexed spectrum)."""
+    yield from mutants(expr)
+    skip = {b.label for b in expr.atoms(sp.IndexedBase)} | {
+        lim[0] for s in expr.atoms(sp.Sum) for lim in s.limits
+    }
+    for v in sorted(expr.free_symbols - skip, key=lambda s: s.name):
+        if isinstance(v, sp.Symbol):
+            yield f"times {v}", expr * v
+            yield f"times log({v})", expr * sp.log(v)
+
+
 def _run_all() -> dict[str, tuple[int, list[str]]]:
     """result name -> (number of mutants, descriptions of the survivors)."""
     out = {}
@@ -73,7 +88,7 @@ def _run_all() -> dict[str, tuple[int, list[str]]]:
         src = [source_value(name, p) for p in pts]
         seen: set[sp.Basic] = set()
         total, survivors = 0, []
-        for text, m in mutants(res.expression):
+        for text, m in all_mutants(res.expression):
             if m == res.expression or m in seen:
                 continue  # the same expression again (an equivalent rebuild), counted once
             seen.add(m)
@@ -119,8 +134,9 @@ def test_every_expression_with_a_number_is_mutated(mutation_results):
 
 def test_the_generator_perturbs_numbers_factors_and_terms():
     x, y = sp.symbols("x y", positive=True)
-    texts = [t for t, _ in mutants(2 * x**3 + y)]
+    texts = [t for t, _ in all_mutants(2 * x**3 + y)]
     assert "2 -> 3" in texts and "2 -> 1" in texts  # constant factor
     assert "3 -> 4" in texts and "3 -> 3/2" in texts  # exponent
     assert "drop factor x**3" in texts and "square factor x**3" in texts
     assert "drop term y" in texts
+    assert "times x" in texts and "times log(y)" in texts
