@@ -66,13 +66,15 @@ slope in ``T`` (``P = 4``, ``T = 1e3 .. 3e4``) -0.564, 95 % interval [-0.609, -0
 ``T`` where the model's ``N*`` falls (``T^-0.5``): the ``N*`` part of the model does not hold
 in this range, where ``err(OSA)/err(MBA) - 1`` is 1 to 8, far from small.
 
-Results: ``local_sgd_large_steps.osa_mba_excess`` and ``local_sgd_large_steps.rounds_needed``
-(scaling laws with unknown constants), both ``derived here`` by
+Results: ``local_sgd_large_steps.osa_mba_excess`` (a scaling law with an unknown constant) and
+``local_sgd_large_steps.rounds_needed`` (registered as a *model*, kind ``"model"``: it fails
+where tested, see above, so its rows report ``measured``), both ``derived here`` by
 :func:`derive_large_step_model` (SymPy: the integrals of the step sums and the log-log
 exponents, ``N*`` from ``beta(n / N)^2 T / V = eps``); :func:`model_exponents` gives the
 numbers.  Check ``local_sgd_large_steps.exponents``: Monte Carlo on online logistic regression
 (``d = 2``, ``h = (1, 1)``, ``theta* = (1, 1)/sqrt(2)``, ``theta0 = 0``, ``C L = 2``,
-``alpha = 0.75``), the fitted exponents judged by :func:`convkit.verdicts.exponent_verdict`.
+``alpha = 0.75``), the fitted exponents judged by :func:`convkit.verdicts.exponent_verdict`
+against the registered expressions' exponents (in ``T_all``, the total gradients, and ``P``).
 """
 
 from __future__ import annotations
@@ -273,7 +275,9 @@ def check_large_step_exponents(quick: bool) -> list[dict[str, Any]]:
     (``T = 1e4``) against ``2 alpha`` (alternatives 0 and 1); ``N*(0.25)`` of evenly spaced
     rounds along ``T`` (``P = 4``, OLS on the interpolated N*) against the model's exponent
     (alternative: 1/2, the sqrt(P T) reading), cells where no ``N < n`` reaches ``eps``
-    (N* capped by ``n``) excluded.  Quick: ``R = 120``, ``T`` up to ``1e4``, the ``P`` slope at
+    (N* capped by ``n``) excluded, reported as ``measured`` (a model, with what the exponent
+    rule would say in the reason). The predictions are the registered expressions' exponents
+    at ``alpha = 0.75`` (:func:`convkit.bounds.checking.exponent_in`).  Quick: ``R = 120``, ``T`` up to ``1e4``, the ``P`` slope at
     ``T = 3e3``; full: ``R = 600``, ``T`` up to ``3e4``, the ``P`` slope at ``T = 1e4``.
     """
     from convkit.checks import fit_exponent
