@@ -555,3 +555,98 @@ def mismatches(
         if not agrees(reg, s, rtol):
             out.append((p, reg, s))
     return out
+
+
+# ============================================================================ conditions
+def _wide(lo: float, hi: float) -> Sampler:
+    return _u(lo, hi)
+
+
+def _k_around_d(rng: np.random.Generator, p: Point) -> float:
+    return float(rng.uniform(0.2, 3.0) * p["d"])
+
+
+def _gamma_around_limit(rng: np.random.Generator, p: Point) -> float:
+    return float(rng.uniform(0.1, 3.0) / (3 * p["L"] * math.sqrt(p["C_2"])))
+
+
+_ALPHA_RANGE = "for step sizes C k^(-alpha), 1/2 < alpha < 1"
+
+#: result name -> (where the conditions are stated, the conditions as a plain predicate, a
+#: domain that straddles their boundaries)
+CONDITIONS: dict[str, tuple[str, Callable[..., bool], dict[str, Sampler]]] = {
+    **{
+        name: (
+            f"Patel & Dieuleveut 2019, abstract: {_ALPHA_RANGE}",
+            lambda alpha: 0.5 < alpha < 1,
+            {"alpha": _wide(0.01, 2.0)},
+        )
+        for name in (
+            "local_sgd.communication_reduction",
+            "local_sgd.rounds_needed",
+            "local_sgd.local_steps_between_rounds",
+        )
+    },
+    "local_sgd_large_steps.osa_mba_excess": (
+        "module docstring: steps C k^-alpha with 0 < alpha < 1 (A1: relaxation time shorter "
+        "than k)",
+        lambda alpha: alpha < 1,
+        {"alpha": _wide(0.01, 2.0)},
+    ),
+    "local_sgd_large_steps.rounds_needed": (
+        "module docstring: the branch 1/2 < alpha < 1 of N*",
+        lambda alpha: 0.5 < alpha < 1,
+        {"alpha": _wide(0.01, 2.0)},
+    ),
+    "deepsqueeze.rate": (
+        "seed summary: the rate holds for gamma <= 1/(3 L sqrt(C_2))",
+        lambda gamma, L, C_2: gamma <= 1 / (3 * L * math.sqrt(C_2)),
+        {"L": _lu(0.1, 10), "C_2": _lu(0.01, 100), "gamma": _gamma_around_limit},
+    ),
+    "choco.rate_strongly_convex": (
+        "Koloskova et al. 2019: compression quality omega in (0, 1], eigengap in (0, 1]",
+        lambda omega, gap: omega <= 1 and gap <= 1,
+        {"omega": _wide(0.01, 2.0), "gap": _wide(0.01, 2.0)},
+    ),
+    **{
+        name: (
+            "k of d coordinates: k <= d",
+            lambda k, d: k <= d,
+            {"d": _lu(2, 100), "k": _k_around_d},
+        )
+        for name in ("compression.top_k", "compression.rand_k", "compression.rand_k_scaled")
+    },
+    "ef_sgd.memory": (
+        "a contraction: omega in (0, 1]",
+        lambda omega: omega <= 1,
+        {"omega": _wide(0.01, 2.0)},
+    ),
+}
+
+
+def condition_points(name: str, n: int, seed: int = 0) -> list[Point]:
+    """``n`` random points of the domain of the conditions of ``name`` (both sides of every
+    boundary)."""
+    rng = np.random.default_rng(zlib.crc32(("conditions " + name).encode()) + seed)
+    out = []
+    for _ in range(n):
+        p: Point = {}
+        for key, sampler in CONDITIONS[name][2].items():
+            p[key] = sampler(rng, p)
+        out.append(p)
+    return out
+
+
+def conditions_value(conditions: tuple[sp.Basic, ...], point: Point) -> bool:
+    """Whether every condition (registered or mutated) holds at ``point`` (by name)."""
+    for c in conditions:
+        c = sp.sympify(c)
+        if c is sp.true or c is sp.false:
+            if c is sp.false:
+                return False
+            continue
+        syms = sorted((s for s in c.free_symbols if isinstance(s, sp.Symbol)), key=lambda s: s.name)
+        f = sp.lambdify(syms, c, modules="numpy")
+        if not bool(f(*[float(point[s.name]) for s in syms])):
+            return False
+    return True

@@ -13,6 +13,10 @@ Mutations of one expression (each applied alone):
 * the whole expression times each of its variables ``v`` and times ``log(v)`` (a missing
   factor n or P, a missing log factor).
 
+The numbers of every registered condition (``1/2 < alpha``, ``k <= d``, the DeepSqueeze step
+condition, ...) are perturbed the same way; such a mutant is killed when the conditions hold
+somewhere the source's do not, or the reverse, at points on both sides of every boundary.
+
 A mutant is *killed* when its values differ from the source statement beyond the pin's
 tolerance at one of the sample points (or it cannot be evaluated there). The test prints
 killed / total and asserts that every mutant is killed: a survivor means the pin is too weak
@@ -28,9 +32,18 @@ import pytest
 import sympy as sp
 
 from convkit.bounds import get, names
-from tests.formula_sources import SOURCES, mismatches, points, source_value
+from tests.formula_sources import (
+    CONDITIONS,
+    SOURCES,
+    condition_points,
+    conditions_value,
+    mismatches,
+    points,
+    source_value,
+)
 
 N_POINTS = 8
+N_CONDITION_POINTS = 64  # both sides of every boundary, and between a boundary and its mutant
 
 
 def _replace_arg(node: sp.Basic, i: int, new: sp.Basic) -> sp.Basic:
@@ -99,6 +112,31 @@ def _run_all() -> dict[str, tuple[int, list[str]]]:
     return out
 
 
+def _run_conditions() -> dict[str, tuple[int, list[str]]]:
+    """result name -> (number of mutants of its conditions, survivors): every number of every
+    condition perturbed as in :func:`mutants`, detected when the conditions' truth differs
+    from the source's at one of the points (both sides of every boundary)."""
+    out = {}
+    for name in CONDITIONS:
+        conds = get(name).conditions
+        pts = condition_points(name, N_CONDITION_POINTS)
+        want = [bool(CONDITIONS[name][1](**p)) for p in pts]
+        total, survivors = 0, []
+        for j, c in enumerate(conds):
+            seen: set[sp.Basic] = set()
+            for text, m in mutants(c):
+                if m == c or m in seen:
+                    continue
+                seen.add(m)
+                total += 1
+                new = (*conds[:j], m, *conds[j + 1 :])
+                got = [conditions_value(new, p) for p in pts]
+                if got == want:
+                    survivors.append(f"{sp.sstr(c)}: {text}")
+        out[name] = (total, survivors)
+    return out
+
+
 @pytest.fixture(scope="module")
 def mutation_results() -> dict[str, tuple[int, list[str]]]:
     t0 = time.perf_counter()
@@ -110,6 +148,18 @@ def mutation_results() -> dict[str, tuple[int, list[str]]]:
         f"({time.perf_counter() - t0:.1f} s)"
     )
     return out
+
+
+def test_every_mutant_of_every_registered_condition_is_killed():
+    out = _run_conditions()
+    total = sum(t for t, _ in out.values())
+    survivors = {n: s for n, (_, s) in out.items() if s}
+    killed = total - sum(len(s) for s in survivors.values())
+    print(
+        f"\nregistry mutation test, conditions: killed {killed} / {total} mutants of "
+        f"{len(out)} results"
+    )
+    assert killed == total, f"killed {killed} / {total}; survivors: {survivors}"
 
 
 def test_every_result_has_a_source_statement():

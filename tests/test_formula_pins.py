@@ -15,17 +15,21 @@ import sympy as sp
 
 from convkit.bounds import get, names
 from tests.formula_sources import (
+    CONDITIONS,
     SOURCES,
     _ms_limit_numeric,
     _secular,
     _stationary_numeric,
     agrees,
+    condition_points,
+    conditions_value,
     expression_value,
     points,
     source_value,
 )
 
 N_POINTS = 8
+N_CONDITION_POINTS = 64  # both sides of every boundary, and between a boundary and its mutant
 
 
 @pytest.mark.parametrize("name", names())
@@ -83,6 +87,23 @@ def test_numeric_stationary_risk_equals_the_moment_fixed_point(design):
         s = rng.uniform(0.5, 2.0)
         v = float(get(name).evaluate(h=h, b=b, gamma=g, sigma=s))
         assert v == pytest.approx(_stationary_numeric(h, b, g, s, design), rel=1e-9)
+
+
+def test_every_result_with_conditions_has_their_source():
+    assert set(CONDITIONS) == {n for n in names() if get(n).conditions}
+
+
+@pytest.mark.parametrize("name", sorted(CONDITIONS))
+def test_conditions_equal_the_source_statement(name):
+    """The registered conditions hold exactly where the source's do, at points on both sides
+    of every boundary (also through ``conditions_hold``)."""
+    res = get(name)
+    pts = condition_points(name, N_CONDITION_POINTS)
+    want = [bool(CONDITIONS[name][1](**p)) for p in pts]
+    assert any(want) and not all(want), name  # both sides sampled
+    for p, w in zip(pts, want, strict=True):
+        assert conditions_value(res.conditions, p) == w, (name, p)
+        assert bool(res.conditions_hold(**p)) == w, (name, p)
 
 
 # ============================================================================ special cases
