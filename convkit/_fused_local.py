@@ -4,13 +4,15 @@
 The step loop of :func:`convkit.simulate` makes, per local step, one sampling call, one kernel
 call per algorithm and a few array operations (running sums, divergence check) per algorithm:
 for small problems (``d = 2``, the large-step Local-SGD studies) those Python-level calls cost
-more than the arithmetic.  When every algorithm of a call is plain Local-SGD
-(:class:`~convkit.algorithms.local.LocalSGD`: MBA, OSA, any communication schedule) on
+more than the arithmetic.  For the algorithms of a call whose class declares fused segments
+(``capabilities.fused``, :mod:`convkit.algorithms.capabilities`: Local-SGD's update,
+:class:`~convkit.algorithms.local.LocalSGD`, MBA, OSA, any communication schedule) on
 :class:`~convkit.problems.logistic.LogisticRegression` (or on
 :class:`~convkit.problems.least_squares.LeastSquares` with its unrotated Gaussian design) with
 the NumPy backend in float64, :func:`segment_kernel` runs a whole *segment* of local steps
-``k0..k1`` of one replicate block in one compiled call, from the block's own generator, and the engine returns to Python only at
-record points (and every :data:`MAX_SEGMENT` steps, for progress and cancellation).
+``k0..k1`` of one replicate block in one compiled call, from the block's own generator, and
+the engine returns to Python only at record points (and every :data:`MAX_SEGMENT` steps, for
+progress and cancellation).
 
 Per local step ``k`` and block, exactly what the step-by-step engine computes, in its order:
 
@@ -61,9 +63,15 @@ a block's numbers depending on its stream only, they are bit-identical for any t
 ``memory_limit`` or Dask.
 
 When: :class:`FusedLocalSegments` is an execution path of the run plan
-(:mod:`convkit.plan`): it supports a call of plain Local-SGD on these problems (NumPy, float64,
-no weighted averages) while the compiled kernels are on (``convkit.kernels``) and numba is
-usable; the engine then runs it without deciding again.
+(:mod:`convkit.plan`), chosen per algorithm: on these problems (NumPy, float64) while the
+compiled kernels are on (``convkit.kernels``) and numba is usable, it runs the algorithms that
+declare fused segments for the problem kind and record no weighted averages.  On logistic
+regression with an unrotated design, where its numbers are the step-by-step ones bit for bit,
+it runs them beside algorithms of other paths in the same call (each group draws the blocks'
+samples from their own streams, so common random numbers hold and an algorithm's numbers do
+not depend on its neighbours); elsewhere (least squares, a rotated design: agreement to
+rounding) it runs whole calls only (:meth:`FusedLocalSegments.shares`).  The engine then runs
+the plan without deciding again.
 """
 
 from __future__ import annotations
@@ -376,9 +384,8 @@ class FusedLocalSegments:
         return "fused-local-" + self.kind.replace("_", "-")
 
     def supports(self, plan: RunPlan) -> tuple[bool, str]:
-        """Every algorithm plain Local-SGD on this problem kind, NumPy in float64, no weighted
-        averages, compiled kernels on and numba usable."""
-        from .algorithms.local import LocalSGD
+        """The call's conditions: this problem kind, NumPy in float64, compiled kernels on
+        and numba usable (the algorithms: :meth:`accepts`)."""
         from .problems.least_squares import LeastSquares
         from .problems.logistic import LogisticRegression
 
@@ -392,17 +399,39 @@ class FusedLocalSegments:
             return False, "the problem is not LeastSquares with an unrotated Gaussian design"
         if plan.backend is None or plan.backend.name != "numpy" or plan.dtype != "float64":
             return False, "the kernels run NumPy float64 states only"
-        others = sorted({type(a).__name__ for a in plan.algorithms if type(a) is not LocalSGD})
-        if others:
-            return False, f"not every algorithm is plain LocalSGD: {others}"
-        if plan.weighted:
-            return False, "the weighted averages (weight_shift) are recorded step by step"
         why = kernels_unavailable(plan)
         if why is not None:
             return False, why
         return True, (
-            f"every algorithm plain Local-SGD on {type(prob).__name__} (NumPy, float64): "
-            "whole segments of local steps of a replicate block in one compiled call"
+            f"Local-SGD on {type(prob).__name__} (NumPy, float64): whole segments of local "
+            "steps of a replicate block in one compiled call"
+        )
+
+    def accepts(self, plan: RunPlan, i: int) -> tuple[bool, str]:
+        """Algorithm ``i`` when its class declares fused segments for this problem kind
+        (:attr:`~convkit.algorithms.base.Algorithm.capabilities`) and it records no weighted
+        averages."""
+        a = plan.algorithms[i]
+        caps = a.capabilities
+        if not caps.runs_fused(self.kind):
+            return False, caps.refusal(type(a), self.kind, "fused Local-SGD segments")
+        if plan.weight_shifts and plan.weight_shifts[i] is not None:
+            return False, "the weighted averages (weight_shift) are recorded step by step"
+        return True, (
+            f"{type(a).__name__} declares fused Local-SGD segments on {self.kind}: whole "
+            "segments of local steps of a replicate block in one compiled call"
+        )
+
+    def shares(self, plan: RunPlan) -> tuple[bool, str]:
+        """Whether some algorithms of a call may run here while the others run step by step:
+        only where the segment kernel's numbers are those of the step-by-step kernels bit for
+        bit (logistic regression with an unrotated design); otherwise an algorithm's numbers
+        would depend on its neighbours in the call."""
+        if self.kind == "logistic" and plan.problem.Q is None:
+            return True, ""
+        what = "a rotated design" if self.kind == "logistic" else "least squares"
+        return False, (
+            f"on {what} the segment kernel agrees with the step-by-step kernels to rounding only"
         )
 
 
@@ -415,8 +444,8 @@ FUSED_KINDS = {p.name: p.kind for p in (FUSED_LOGISTIC, FUSED_LEAST_SQUARES)}
 
 
 class FusedLocal:
-    """The state of one part (``Rc`` replicates; algorithms ``which`` of the call) of a fused
-    call and its segment driver.
+    """The state of one part (``Rc`` replicates; algorithms ``which`` of the call, those the
+    plan put on the fused segments of problem kind ``kind``) and its segment driver.
 
     ``states[g]``, ``sums[g]`` and ``tails[g]`` (algorithm ``which[g]``) are what the
     step-by-step engine keeps per algorithm (:class:`~convkit.algorithms.local.LocalState`
@@ -427,7 +456,12 @@ class FusedLocal:
     """
 
     def __init__(
-        self, run: Any, Rc: int, blocks: list[tuple[int, int]], which: tuple[int, ...]
+        self,
+        run: Any,
+        Rc: int,
+        blocks: list[tuple[int, int]],
+        which: tuple[int, ...],
+        kind: str,
     ) -> None:
         from .algorithms.local import LocalState
 
@@ -435,11 +469,11 @@ class FusedLocal:
         algos = [run.algos[i] for i in which]
         d = prob.d
         self.run, self.blocks = run, blocks
-        kind = FUSED_KINDS[run.plan.path]
         self.kernel = segment_kernel(d, kind)
         if self.kernel is None:
+            path = FusedLocalSegments(kind).name
             raise RuntimeError(
-                f"the run plan chose {run.plan.path!r} but its compiled kernel cannot be built "
+                f"the run plan chose {path!r} but its compiled kernel cannot be built "
                 "in this process (numba missing, CONVKIT_NO_NUMBA set or convkit.kernels "
                 "switched off here)"
             )

@@ -35,13 +35,91 @@ import numpy as np
 
 from ._kernel_switch import kernels_enabled, numba_usable
 from .algorithms.base import Algorithm
+from .algorithms.local import local_steps_for
 from .backend import Backend
 from .problems.base import Problem
+from .validation import check_int
 
-__all__ = ["ARRAY_STEPS", "COMPILED_STEPS", "ExecutionPath", "RunPlan", "plan"]
+__all__ = [
+    "ARRAY_STEPS",
+    "COMPILED_STEPS",
+    "GRADIENTS_REMAINDER",
+    "AlgorithmPath",
+    "ExecutionPath",
+    "RunPlan",
+    "budget_local_steps",
+    "local_steps_of",
+    "plan",
+]
 
 #: the engines that build plans
 ENGINES = ("simulate", "exact")
+
+#: The values :func:`convkit.simulate` and the exact engines accept for
+#: ``gradients_remainder``.
+GRADIENTS_REMAINDER = ("error", "floor")
+
+
+def local_steps_of(
+    algos: Sequence[Algorithm],
+    gradients: int | None,
+    steps: int | None,
+    remainder: str = "error",
+) -> list[int]:
+    """Local steps ``n`` of each algorithm of an engine call: ``steps`` for all, or the
+    budget ``gradients`` split by each one's ``P b`` (:func:`budget_local_steps`); exactly one
+    of the two must be given (``ValueError`` otherwise)."""
+    if (gradients is None) == (steps is None):
+        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
+    if steps is not None:
+        return [check_int("steps", steps, low=1)] * len(algos)
+    return [budget_local_steps(gradients, a.workers, a.batch, remainder) for a in algos]
+
+
+def budget_local_steps(
+    gradients: int, workers: int, batch: int = 1, remainder: str = "error"
+) -> int:
+    """Local steps ``n`` for a budget of ``T = gradients`` stochastic gradients.
+
+    Parameters
+    ----------
+    gradients : int
+        The budget ``T`` over all workers, ``>= 1``.
+    workers, batch : int
+        ``P`` and ``b``.
+    remainder : {"error", "floor"}
+        ``"error"``: ``P b`` must divide ``T`` (``n = T / (P b)``, else ``ValueError``);
+        ``"floor"``: ``n = floor(T / (P b))``, the run then uses ``n P b <= T`` gradients
+        (``T >= P b`` required).
+
+    Returns
+    -------
+    int
+        ``n``.
+    """
+    if remainder not in GRADIENTS_REMAINDER:
+        raise ValueError(
+            f"gradients_remainder must be one of {list(GRADIENTS_REMAINDER)}, got {remainder!r}"
+        )
+    if remainder == "error":
+        return local_steps_for(gradients, workers, batch)
+    T = check_int("gradients", gradients, low=1)
+    per = workers * batch
+    if T < per:
+        raise ValueError(
+            f"gradients must be >= workers * batch = {per} (at least one local step), got {T}"
+        )
+    return T // per
+
+
+@dataclass(frozen=True)
+class AlgorithmPath:
+    """The execution path of one algorithm of a call: its ``name``, the ``reason`` it was
+    chosen, and ``declined``: ``(name, reason)`` of the faster paths that do not run it."""
+
+    name: str
+    reason: str
+    declined: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,9 +130,12 @@ class RunPlan:
     ``replicates``, ``backend``, ``threads`` and ``weight_shifts`` are the Monte Carlo
     engine's (``None`` / ``1`` / ``()`` for the exact one); ``kernels``: whether compiled
     kernels may run (the switch ``convkit.kernels`` when planned, or the exact engine's
-    ``use_numba``); ``engines``: the exact engine of each algorithm (``"local"``,
-    ``"dpsgd"``, ``"compressed"``); ``path`` and ``reason``: the chosen execution path;
-    ``declined``: ``(name, reason)`` of the faster paths that do not support the call.
+    ``use_numba``); ``engines``: the engine of each algorithm (``"simulate"`` for the Monte
+    Carlo engine; the exact engine's ``"local"``, ``"dpsgd"``, ``"compressed"``);
+    ``per_algorithm[i]``: algorithm ``i``'s path (:class:`AlgorithmPath`); ``path`` and
+    ``reason``: the call's path (the algorithms' common path, or their paths joined by
+    ``" + "`` in the engine's order); ``declined``: ``(name, reason)`` of the faster paths
+    that run none of the call's algorithms.
     """
 
     engine: str
@@ -71,6 +152,7 @@ class RunPlan:
     path: str = ""
     reason: str = ""
     declined: tuple[tuple[str, str], ...] = field(default=())
+    per_algorithm: tuple[AlgorithmPath, ...] = ()
 
     @property
     def dtype(self) -> str | None:
@@ -82,23 +164,52 @@ class RunPlan:
         """Whether any algorithm records the weighted averages ``wavg1``, ``wavg2``."""
         return any(tau is not None for tau in self.weight_shifts)
 
+    def on(self, name: str) -> tuple[int, ...]:
+        """The indices of the algorithms that run on path ``name``."""
+        return tuple(i for i, p in enumerate(self.per_algorithm) if p.name == name)
+
     def describe(self) -> dict[str, Any]:
-        """``Result.meta["path"]``: the chosen path, its reason, and the faster paths declined
-        with theirs (JSON-serialisable)."""
-        out: dict[str, Any] = {
+        """``Result.meta["path"]``, one schema for every engine (JSON-serialisable):
+        ``engine``; ``name``, ``reason``, ``declined`` (name -> reason) and ``kernels`` of the
+        call; ``engines`` (label -> the algorithm's engine); ``algorithms``: label -> its own
+        ``name``, ``reason``, ``declined``, ``engine`` and ``capabilities`` (the class's
+        declaration, :mod:`convkit.algorithms.capabilities`)."""
+        labels = [a.label for a in self.algorithms]
+        engines = self.engines or (self.engine,) * len(labels)
+        return {
+            "engine": self.engine,
             "name": self.path,
             "reason": self.reason,
             "declined": dict(self.declined),
             "kernels": self.kernels,
+            "engines": dict(zip(labels, engines, strict=True)),
+            "algorithms": {
+                label: {
+                    "name": p.name,
+                    "reason": p.reason,
+                    "declined": dict(p.declined),
+                    "engine": engine,
+                    "capabilities": a.capabilities.describe(),
+                }
+                for label, a, p, engine in zip(
+                    labels, self.algorithms, self.per_algorithm, engines, strict=True
+                )
+            },
         }
-        if self.engines:
-            labels = [a.label for a in self.algorithms]
-            out["engines"] = dict(zip(labels, self.engines, strict=True))
-        return out
 
 
 class ExecutionPath(Protocol):
-    """A way of running a planned call: ``supports(plan)`` says whether it can, and why."""
+    """A way of running a planned call.
+
+    ``supports(plan)`` says whether it can run the call at all (engine, problem, backend,
+    dtype, kernel switch), and why.  Two optional methods make it a path per algorithm:
+    ``accepts(plan, i) -> (bool, reason)`` whether it runs algorithm ``i`` (from the
+    algorithm's declared capabilities, never its concrete class; every algorithm when
+    absent), and ``shares(plan) -> (bool, reason)`` whether it may run some of a call's
+    algorithms while others run on later paths (a path whose numbers differ from the
+    step-by-step ones, even to rounding, does not: an algorithm's numbers would then depend
+    on its neighbours in the call; ``True`` when absent).
+    """
 
     name: str
 
@@ -136,6 +247,17 @@ class _CompiledSteps:
             "finite sums, top-k and fused decentralized updates) run where the arrays allow"
         )
 
+    def accepts(self, plan: RunPlan, i: int) -> tuple[bool, str]:
+        """Every algorithm; the reason names the compiled kernels its class declares."""
+        a = plan.algorithms[i]
+        kernels = a.capabilities.kernels
+        if kernels:
+            return True, f"step by step; its compiled kernels: {', '.join(kernels)}"
+        return True, (
+            f"step by step; {type(a).__name__} declares no compiled kernel of its own (the "
+            "problem's compiled gradients run where it asks for them)"
+        )
+
 
 @dataclass(frozen=True)
 class _ArraySteps:
@@ -170,11 +292,14 @@ def plan(
     kernels: bool | None = None,
     engines: Sequence[str] = (),
 ) -> RunPlan:
-    """The :class:`RunPlan` of one engine call, on the first of ``paths`` that supports it.
+    """The :class:`RunPlan` of one engine call: each algorithm on the first of ``paths``
+    that supports the call and accepts it (:class:`ExecutionPath`).
 
-    The arguments are the engine's, already validated; ``kernels=None`` reads the switch
-    (:func:`convkit._kernel_switch.kernels_enabled`).  Raises ``ValueError`` when ``engine``
-    is unknown or no path supports the call (the engines' last paths support every call).
+    A path that does not share a call (``shares``) runs either every algorithm still
+    unplaced or none of them.  The arguments are the engine's, already validated;
+    ``kernels=None`` reads the switch (:func:`convkit._kernel_switch.kernels_enabled`).
+    Raises ``ValueError`` when ``engine`` is unknown or no path runs some algorithm (the
+    engines' last paths run every call).
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
@@ -197,10 +322,66 @@ def plan(
         kernels=kernels_enabled() if kernels is None else bool(kernels),
         engines=tuple(engines),
     )
-    declined: list[tuple[str, str]] = []
+    left = list(range(len(algos)))
+    chosen: dict[int, AlgorithmPath] = {}
+    declined: list[list[tuple[str, str]]] = [[] for _ in algos]
+    call_declined: list[tuple[str, str]] = []
+    used: list[tuple[str, str]] = []
     for path in paths:
+        if not left:
+            break
         ok, why = path.supports(draft)
-        if ok:
-            return replace(draft, path=path.name, reason=why, declined=tuple(declined))
-        declined.append((path.name, why))
-    raise ValueError(f"no execution path supports this {engine} call: {dict(declined)}")
+        verdicts = {i: _accepts(path, draft, i) for i in left} if ok else {}
+        take = [i for i in left if ok and verdicts[i][0]]
+        if take and len(take) < len(left):
+            shares, why_not = _shares(path, draft)
+            if not shares:
+                others = sorted({type(algos[i]).__name__ for i in left if i not in take})
+                why_not = f"{why_not}; it runs whole calls only, and {others} cannot run on it"
+                verdicts = {i: (False, why_not) if i in take else verdicts[i] for i in left}
+                take = []
+        if not take:
+            refused = why if not ok else "; ".join(dict.fromkeys(v[1] for v in verdicts.values()))
+            call_declined.append((path.name, refused))
+        else:
+            used.append((path.name, why))
+        for i in list(left):
+            if i in take:
+                chosen[i] = AlgorithmPath(path.name, verdicts[i][1], tuple(declined[i]))
+                left.remove(i)
+            else:
+                declined[i].append((path.name, why if not ok else verdicts[i][1]))
+    if left:
+        raise ValueError(f"no execution path supports this {engine} call: {dict(call_declined)}")
+    names = [name for name, _ in used]
+    if len(used) == 1:
+        name, reason = used[0]
+    else:
+        name = " + ".join(names)
+        counts = [(n, sum(p.name == n for p in chosen.values())) for n in names]
+        reason = "one path per algorithm (see meta['path']['algorithms']): " + ", ".join(
+            f"{n} runs {c} algorithm{'s' if c > 1 else ''}" for n, c in counts
+        )
+    last = max(i for i, p in enumerate(paths) if p.name in names)
+    faster = {p.name for p in list(paths)[:last]}
+    return replace(
+        draft,
+        path=name,
+        reason=reason,
+        declined=tuple((n, r) for n, r in call_declined if n in faster),
+        per_algorithm=tuple(chosen[i] for i in range(len(algos))),
+    )
+
+
+def _accepts(path: ExecutionPath, plan: RunPlan, i: int) -> tuple[bool, str]:
+    """``path.accepts(plan, i)``, or ``(True, path's reason)`` for a path without it."""
+    accepts = getattr(path, "accepts", None)
+    if accepts is None:
+        return True, path.supports(plan)[1]
+    return accepts(plan, i)
+
+
+def _shares(path: ExecutionPath, plan: RunPlan) -> tuple[bool, str]:
+    """``path.shares(plan)``, or ``(True, "")`` for a path without it."""
+    shares = getattr(path, "shares", None)
+    return (True, "") if shares is None else shares(plan)

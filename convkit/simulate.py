@@ -46,12 +46,15 @@ chunk's, so ``memory_limit`` bounds the whole call), or on the workers of a Dask
 part returning its slice of the outputs.  A part's numbers depend on its blocks' streams only:
 ``Result.values`` are bit-identical for any ``threads``, ``dask`` and ``memory_limit``.
 
-Execution path, decided once: after the arguments are checked, the call's
-:class:`~convkit.plan.RunPlan` takes the first of :data:`SIMULATE_PATHS` that supports it
-(the fused Local-SGD segments of :mod:`convkit._fused_local`, then the step-by-step engine
-with the compiled one-step kernels, then the step-by-step engine on the array API), reading
-the kernel switch ``convkit.kernels`` once; ``Result.meta["path"]`` names the path, its
-reason and why the faster ones declined.  The recorded metrics come from the algorithms'
+Execution paths, decided once: after the arguments are checked, the call's
+:class:`~convkit.plan.RunPlan` puts each algorithm on the first of :data:`SIMULATE_PATHS`
+that supports the call and accepts the algorithm (the fused Local-SGD segments of
+:mod:`convkit._fused_local`, for the algorithms whose class declares them, then the
+step-by-step engine with the compiled one-step kernels, then the step-by-step engine on the
+array API), reading the kernel switch ``convkit.kernels`` once; each chunk runs the
+algorithms of each path as one group, every group drawing the blocks' samples from their own
+streams.  ``Result.meta["path"]`` names the call's path(s), each algorithm's path, the
+reasons and why the faster ones declined.  The recorded metrics come from the algorithms'
 declarations (:meth:`~convkit.algorithms.base.Algorithm.metric_names`), and the replicate
 rows of a state from :meth:`~convkit.algorithms.base.Algorithm.select_rows`.
 
@@ -106,9 +109,16 @@ from ._parallel import (
     split_blocks,
 )
 from .algorithms.base import Algorithm, algorithm_list
-from .algorithms.local import local_steps_for
 from .backend import Backend, BlockedStream, get_backend, to_numpy, tune_allocator
-from .plan import ARRAY_STEPS, COMPILED_STEPS, RunPlan, plan
+from .plan import (
+    ARRAY_STEPS,
+    COMPILED_STEPS,
+    GRADIENTS_REMAINDER,
+    RunPlan,
+    budget_local_steps,
+    local_steps_of,
+    plan,
+)
 from .problems.base import GradientOracle, Problem
 from .recording import (
     DivergenceWarning,
@@ -124,14 +134,18 @@ from .result import ConfigValues, Result, frame_from_values
 from .validation import check_int, check_real
 
 # DivergenceWarning, record_steps (and ITERATES, starting_point) live in convkit.recording,
-# shared with the exact engines; re-exported here
+# shared with the exact engines, and local_steps_of, budget_local_steps, GRADIENTS_REMAINDER in
+# convkit.plan; re-exported here
 __all__ = [
+    "GRADIENTS_REMAINDER",
     "LONG_RUN_SECONDS",
     "REPLICATE_BLOCK",
     "SIMULATE_PATHS",
     "DivergenceWarning",
     "available_memory",
+    "budget_local_steps",
     "check_workers",
+    "local_steps_of",
     "record_steps",
     "simulate",
 ]
@@ -183,71 +197,22 @@ class _Run:
     offset: int = 0
     #: per algorithm the shift ``tau`` of the weighted averages, or None (not recorded)
     weight_shifts: tuple[float | None, ...] = ()
-    #: the call's plan: its execution path (:mod:`convkit.plan`)
+    #: the call's plan: each algorithm's execution path (:mod:`convkit.plan`)
     plan: RunPlan | None = None
 
-    @property
-    def fused(self) -> str | None:
-        """The problem kind of the fused Local-SGD segments when the plan runs them
-        (:mod:`convkit._fused_local`), else None."""
-        return None if self.plan is None else FUSED_KINDS.get(self.plan.path)
-
-
-#: The values :func:`simulate` and :func:`convkit.exact.expected_error` accept for
-#: ``gradients_remainder``.
-GRADIENTS_REMAINDER = ("error", "floor")
-
-
-def local_steps_of(
-    algos: Sequence[Algorithm],
-    gradients: int | None,
-    steps: int | None,
-    remainder: str = "error",
-) -> list[int]:
-    """Local steps ``n`` of each algorithm of an engine call: ``steps`` for all, or the
-    budget ``gradients`` split by each one's ``P b`` (:func:`budget_local_steps`); exactly one
-    of the two must be given (``ValueError`` otherwise)."""
-    if (gradients is None) == (steps is None):
-        raise ValueError("give exactly one of gradients (total T) or steps (local steps n)")
-    if steps is not None:
-        return [check_int("steps", steps, low=1)] * len(algos)
-    return [budget_local_steps(gradients, a.workers, a.batch, remainder) for a in algos]
-
-
-def budget_local_steps(
-    gradients: int, workers: int, batch: int = 1, remainder: str = "error"
-) -> int:
-    """Local steps ``n`` for a budget of ``T = gradients`` stochastic gradients.
-
-    Parameters
-    ----------
-    gradients : int
-        The budget ``T`` over all workers, ``>= 1``.
-    workers, batch : int
-        ``P`` and ``b``.
-    remainder : {"error", "floor"}
-        ``"error"``: ``P b`` must divide ``T`` (``n = T / (P b)``, else ``ValueError``);
-        ``"floor"``: ``n = floor(T / (P b))``, the run then uses ``n P b <= T`` gradients
-        (``T >= P b`` required).
-
-    Returns
-    -------
-    int
-        ``n``.
-    """
-    if remainder not in GRADIENTS_REMAINDER:
-        raise ValueError(
-            f"gradients_remainder must be one of {list(GRADIENTS_REMAINDER)}, got {remainder!r}"
-        )
-    if remainder == "error":
-        return local_steps_for(gradients, workers, batch)
-    T = check_int("gradients", gradients, low=1)
-    per = workers * batch
-    if T < per:
-        raise ValueError(
-            f"gradients must be >= workers * batch = {per} (at least one local step), got {T}"
-        )
-    return T // per
+    def groups(self, which: Sequence[int]) -> list[tuple[str | None, tuple[int, ...]]]:
+        """Algorithms ``which`` grouped by their execution path in the plan: ``(None,
+        indices)`` for the step-by-step engine first, then ``(kind, indices)`` for the fused
+        Local-SGD segments of problem kind ``kind`` (:mod:`convkit._fused_local`)."""
+        names = [None if self.plan is None else self.plan.per_algorithm[i].name for i in which]
+        out: list[tuple[str | None, tuple[int, ...]]] = []
+        for kind in (None, *FUSED_KINDS.values()):
+            group = tuple(
+                i for i, name in zip(which, names, strict=True) if FUSED_KINDS.get(name) == kind
+            )
+            if group:
+                out.append((kind, group))
+        return out
 
 
 def check_workers(problem: Problem, algos: Sequence[Algorithm]) -> None:
@@ -581,8 +546,9 @@ def _warm_up(run: _Run) -> None:
     down the generic path, whose rounding differs: measured on a finite-sum problem.)  Nothing
     of it reaches the outputs, and its stream is not a block's."""
     problem, be = run.problem, run.be
-    if run.fused:
-        segment_kernel(problem.d, run.fused)
+    for kind, _ in run.groups(range(len(run.algos))):
+        if kind is not None:
+            segment_kernel(problem.d, kind)
     P_max = max(a.workers for a in run.algos)
     b_max = max(a.batch for a in run.algos)
     stream = BlockedStream([be.stream(run.seed, "warm-up")], [1])
@@ -661,18 +627,36 @@ def _run_chunk(
     divergence steps into their slice of ``run``'s outputs; ``timed``: this part's first
     steps time the run (:class:`~convkit._parallel.Clock`).
 
-    The part's state is its own; its random numbers come from the blocks' streams
-    (:func:`_block_stream`): the samples, drawn in full (shape ``(R, P_max, b_max)`` of the
-    whole call) whichever algorithms run, and each algorithm's own stream, so its values do not
-    depend on the other parts, nor on the thread or process running it.  Parts run
+    The algorithms run by execution path (:meth:`_Run.groups`: the step-by-step engine, then
+    the fused segments), each group on its own :func:`_run_group` pass.  The part's state is
+    its own; its random numbers come from the blocks' streams (:func:`_block_stream`): the
+    samples, drawn in full (shape ``(R, P_max, b_max)`` of the whole call) by every group
+    whichever algorithms it runs, and each algorithm's own stream, so its values do not depend
+    on the other parts or groups, nor on the thread or process running it.  Parts run
     concurrently share only read-only inputs (problem, algorithms: their lazily filled caches
     hold deterministic values) and the clock."""
+    which = tuple(range(len(run.algos))) if which is None else tuple(which)
+    for g, (kind, group) in enumerate(run.groups(which)):
+        _run_group(run, j0, j1, clock, timed and g == 0, group, kind)
+
+
+def _run_group(
+    run: _Run,
+    j0: int,
+    j1: int,
+    clock: Clock,
+    timed: bool,
+    which: tuple[int, ...],
+    kind: str | None,
+) -> None:
+    """:func:`_run_chunk` for algorithms ``which`` of one execution path: the fused Local-SGD
+    segments of problem kind ``kind`` (:mod:`convkit._fused_local`), or the step-by-step
+    engine (``kind=None``), from the blocks' streams drawn afresh."""
     problem, algos, be = run.problem, run.algos, run.be
     xp = be.xp
     d = problem.d
     r0, r1 = j0 * REPLICATE_BLOCK, min(run.R, j1 * REPLICATE_BLOCK)
     Rc = r1 - r0
-    which = tuple(range(len(algos))) if which is None else tuple(which)
     share = len(which) / len(algos)
     P_max = max(a.workers for a in algos)
     b_max = max(a.batch for a in algos)
@@ -715,8 +699,8 @@ def _run_chunk(
         rec_pos[i] += 1
         clock.recorded(time.perf_counter() - t_rec, timed)
 
-    if run.fused:  # the plan's path: whole segments of local steps, compiled
-        fused = FusedLocal(run, Rc, blocks, which)
+    if kind is not None:  # the plan's path: whole segments of local steps, compiled
+        fused = FusedLocal(run, Rc, blocks, which, kind)
         for g, i in enumerate(which):
             states[i], sums[i], tails[i] = fused.states[g], fused.sums[g], fused.tails[g]
         generators = [s.generator for s in sample_stream.streams]

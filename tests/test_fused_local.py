@@ -76,7 +76,14 @@ def test_fused_path_is_taken_only_where_it_applies():
     assert path(ck.LeastSquares.gaussian(2, rotate=True), _algos()) == "compiled-steps"
     assert path(ck.LeastSquares.rademacher(2), _algos()) == "compiled-steps"
     choco = CHOCOSGD(T.ring(4), ck.PolyDecay(1.0, 0.75), TopK(k=1), 0.3)
-    assert path(prob, [*_algos(), choco]) == "compiled-steps"
+    # a path per algorithm: the Local-SGD ones stay on the segments beside CHOCO-SGD where the
+    # segments' numbers are the step-by-step ones bit for bit (logistic, unrotated) ...
+    assert path(prob, [*_algos(), choco]) == "fused-local-logistic + compiled-steps"
+    # ... and not where they agree to rounding only: the call runs step by step
+    ls = ck.LeastSquares.gaussian(2)
+    assert path(ls, [*_algos(), choco]) == "compiled-steps"
+    rotated = ck.LogisticRegression.gaussian(2, rotate=True, eval_size=256)
+    assert path(rotated, [*_algos(), choco]) == "compiled-steps"
     assert path(prob, _algos(), kernels=False) == "array-steps"
     with ck.kernels(enabled=False):
         assert path(prob, _algos()) == "array-steps"

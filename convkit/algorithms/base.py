@@ -31,7 +31,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import fields, is_dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from ..backend import namespace_of
 from ..problems.base import GradientOracle, Problem
 from ..schedules import StepSize
 from ..validation import check_int
+from .capabilities import UPDATE_METHODS, Capabilities, withdraw_on_override
 
 __all__ = ["Algorithm", "algorithm_list", "concat_state_rows", "select_state_rows"]
 
@@ -121,6 +122,17 @@ class Algorithm(ABC):
     #: those of :attr:`state_metrics` that need the problem's full gradient (``problem.grad``):
     #: left out on a problem without one
     gradient_metrics: tuple[str, ...] = ()
+    #: what the class can run on (exact models, fused segments, compiled kernels), declared
+    #: once on the class and read by every engine path
+    #: (:mod:`convkit.algorithms.capabilities`); a subclass that overrides one of
+    #: :data:`update_methods` without declaring its own gets none
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    #: the methods that define the update (overriding one withdraws inherited capabilities)
+    update_methods: ClassVar[tuple[str, ...]] = UPDATE_METHODS
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        withdraw_on_override(cls, cls.update_methods)
 
     def __init__(self, workers: int, step: StepSize, batch: int = 1, name: str | None = None):
         self.workers = check_int("workers", workers, low=1)

@@ -111,6 +111,7 @@ from ..schedules import StepSize
 from ..topology import Topology
 from ..validation import check_in, check_int, check_real
 from .base import Algorithm
+from .capabilities import Capabilities
 from .gossip import (
     ConsensusTuning,
     _check_compressor,
@@ -192,6 +193,8 @@ class DecentralizedAlgorithm(Algorithm):
     """
 
     compressed = True
+    #: each algorithm of the family declares its own (none here)
+    capabilities = Capabilities()
     state_metrics: tuple[str, ...] = ("consensus", "grad_norm2")
     gradient_metrics: tuple[str, ...] = ("grad_norm2",)
 
@@ -351,6 +354,13 @@ class DPSGD(DecentralizedAlgorithm):
 
     compressed = False
     state_arrays = 1
+    #: the exact D-PSGD recursions (:mod:`convkit.exact.dpsgd`, node optima:
+    #: :mod:`convkit.exact.heterogeneous`; static topologies); the problems' compiled SGD step
+    #: (form ``"step_then_gossip"``)
+    capabilities = Capabilities(
+        exact={"least_squares": "dpsgd", "heterogeneous_least_squares": "dpsgd"},
+        kernels=("sgd-update",),
+    )
 
     def __init__(
         self,
@@ -438,6 +448,8 @@ class DCDPSGD(_UnbiasedCompressionAlgorithm):
     """
 
     state_arrays = 1
+    #: no exact model in :mod:`convkit.exact`: step by step
+    capabilities = Capabilities()
     paper_name = "DCD-PSGD"
 
     def init(self, theta0: Any, stream: Any) -> GossipState:
@@ -468,6 +480,8 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
     """
 
     state_arrays = 2
+    #: no exact model in :mod:`convkit.exact`: step by step
+    capabilities = Capabilities()
     state_metrics = ("consensus", "grad_norm2", "estimate_gap")
     paper_name = "ECD-PSGD"
 
@@ -587,6 +601,11 @@ class CHOCOSGD(DecentralizedAlgorithm):
 
     state_arrays = 2
     state_metrics = ("consensus", "grad_norm2", "replica_gap")
+    #: the exact CHOCO-SGD recursion of :mod:`convkit.exact.compressed` (identity and rand-k
+    #: compressors, static topologies); the compiled SGD step and fused top-k updates
+    capabilities = Capabilities(
+        exact={"least_squares": "choco"}, kernels=("sgd-update", "topk-choco")
+    )
 
     def __init__(
         self,
@@ -699,6 +718,11 @@ class DeepSqueeze(DecentralizedAlgorithm):
 
     state_arrays = 3
     state_metrics = ("consensus", "grad_norm2", "memory")
+    #: the exact DeepSqueeze recursion of :mod:`convkit.exact.compressed` (identity and
+    #: rand-k compressors, static topologies); the compiled SGD step and fused top-k updates
+    capabilities = Capabilities(
+        exact={"least_squares": "deep_squeeze"}, kernels=("sgd-update", "topk-deepsqueeze")
+    )
 
     def __init__(
         self,

@@ -40,6 +40,7 @@ from ..compression import Compressor, get_compressor
 from ..schedules import StepSize
 from ..validation import check_int
 from .base import Algorithm
+from .capabilities import Capabilities
 
 __all__ = ["EFState", "ErrorFeedbackSGD"]
 
@@ -70,6 +71,8 @@ class ErrorFeedbackSGD(Algorithm):
     """
 
     state_arrays = 2
+    #: no exact model, no fused segments: step by step
+    capabilities = Capabilities()
     state_metrics = ("memory", "grad_norm2")
     gradient_metrics = ("grad_norm2",)
 

@@ -30,6 +30,7 @@ from ..schedule_spec import comm_from_spec
 from ..schedules import CommSchedule, EveryStep, Final, StepSize
 from ..validation import check_int
 from .base import Algorithm
+from .capabilities import Capabilities
 
 __all__ = ["MBA", "OSA", "LocalSGD", "LocalState"]
 
@@ -61,6 +62,14 @@ class LocalSGD(Algorithm):
     """
 
     state_arrays = 1
+    #: the Local-SGD recursion of :mod:`convkit.exact.local` (and of
+    #: :mod:`convkit.exact.heterogeneous` with node optima), the fused segments of
+    #: :mod:`convkit._fused_local`, the problems' compiled SGD step
+    capabilities = Capabilities(
+        exact={"least_squares": "local", "heterogeneous_least_squares": "local"},
+        fused=("logistic", "least_squares"),
+        kernels=("sgd-update",),
+    )
 
     def __init__(
         self,

@@ -56,6 +56,7 @@ from ..schedule_spec import comm_from_spec
 from ..schedules import CommSchedule, StepSize
 from ..validation import check_int, check_real
 from .base import Algorithm
+from .capabilities import Capabilities
 
 __all__ = ["SCAFFOLD", "ScaffoldState"]
 
@@ -96,6 +97,9 @@ class SCAFFOLD(Algorithm):
     """
 
     state_arrays = 2
+    #: no exact model, no fused segments: step by step (its gradients through the problem's
+    #: oracle, compiled where the problem has a kernel)
+    capabilities = Capabilities()
 
     def __init__(
         self,

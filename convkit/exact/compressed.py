@@ -69,16 +69,24 @@ def compressor_moments(compressor: Any, d: int) -> tuple[float, float] | None:
     return None
 
 
+#: the recursion of each exact model this engine handles
+_KINDS = {"choco": "CHOCOSGD", "deep_squeeze": "DeepSqueeze"}
+
+
 def _kind(algo: Any) -> str | None:
-    name = type(algo).__name__
-    return name if name in ("CHOCOSGD", "DeepSqueeze") else None
+    """``"CHOCOSGD"`` or ``"DeepSqueeze"``: the recursion of the exact model ``algo``'s class
+    declares for least squares (``capabilities``), or None."""
+    caps = getattr(algo, "capabilities", None)
+    return None if caps is None else _KINDS.get(caps.exact_model("least_squares"))
 
 
 def is_exact_compressed(algo: Any, problem: Any) -> tuple[bool, str]:
     """Whether :func:`compressed_curves` handles ``algo`` on ``problem`` (and why not)."""
     kind = _kind(algo)
     if kind is None:
-        return False, f"{type(algo).__name__} is not CHOCO-SGD or DeepSqueeze"
+        return False, (
+            f"{type(algo).__name__} declares no CHOCO-SGD or DeepSqueeze exact model (capabilities)"
+        )
     mom = compressor_moments(getattr(algo, "compressor", None), problem.d)
     if mom is None:
         return False, (

@@ -2,13 +2,16 @@ r"""The exact counterpart of :func:`convkit.simulate`: :func:`expected_error` di
 algorithm to its exact engine and assembles one :class:`~convkit.result.Result`.
 
 Engines (each imports only :mod:`convkit.exact.moments`, :mod:`convkit.exact._kernels` and
-:mod:`convkit.recording`, never this module):
+:mod:`convkit.recording`, never this module), chosen by the exact model each algorithm's class
+declares for least squares (``capabilities``, :mod:`convkit.algorithms.capabilities`; a
+subclass that overrides the update declares its own or is refused):
 
-* :class:`~convkit.algorithms.local.LocalSGD` (MBA, Local-SGD, OSA):
+* model ``"local"`` (:class:`~convkit.algorithms.local.LocalSGD`: MBA, Local-SGD, OSA):
   :func:`convkit.exact.local.local_curves`, all configurations in one batched call;
-* uncompressed D-PSGD on a static topology: :func:`convkit.exact.dpsgd.dpsgd_curves`;
-* CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k compressors:
-  :func:`convkit.exact.compressed.compressed_curves`.
+* ``"dpsgd"`` (uncompressed D-PSGD on a static topology):
+  :func:`convkit.exact.dpsgd.dpsgd_curves`;
+* ``"choco"``, ``"deep_squeeze"`` (CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k
+  compressors): :func:`convkit.exact.compressed.compressed_curves`.
 
 Each algorithm's engine (:func:`exact_engine`) and the execution path are decided once, before
 any work, in the call's :class:`~convkit.plan.RunPlan` (``Result.meta["path"]``): the
@@ -49,8 +52,7 @@ import pandas as pd
 
 from .._kernel_switch import numba_usable
 from ..algorithms.base import Algorithm, algorithm_list
-from ..algorithms.local import LocalSGD
-from ..plan import RunPlan, kernels_unavailable, plan
+from ..plan import RunPlan, kernels_unavailable, local_steps_of, plan
 from ..problems.least_squares import LeastSquares
 from ..recording import (
     ITERATES,
@@ -60,10 +62,9 @@ from ..recording import (
     starting_point,
 )
 from ..result import FRAME_COLUMNS, ConfigValues, Result
-from ..simulate import local_steps_of
 from ..validation import check_real
 from .compressed import compressed_curves, is_exact_compressed
-from .dpsgd import dpsgd_curves, is_exact_dpsgd
+from .dpsgd import dpsgd_curves
 from .local import local_curves, local_specs
 from .moments import problem_arrays, signed_start
 
@@ -113,15 +114,28 @@ EXACT_NUMPY = _ExactPath(compiled=False)
 EXACT_PATHS = (EXACT_COMPILED, EXACT_NUMPY)
 
 
+#: the engine of each exact model (:data:`convkit.algorithms.capabilities.EXACT_MODELS`)
+MODEL_ENGINES = {
+    "local": "local",
+    "dpsgd": "dpsgd",
+    "choco": "compressed",
+    "deep_squeeze": "compressed",
+}
+
+
 def exact_engine(algo: Algorithm, problem: LeastSquares) -> tuple[str | None, str]:
-    """The exact engine of ``algo`` on ``problem``: ``("local" | "dpsgd" | "compressed",
-    "")``, or ``(None, why not)``."""
-    if isinstance(algo, LocalSGD):
-        return "local", ""
-    if is_exact_dpsgd(algo):
-        return "dpsgd", ""
-    ok, why = is_exact_compressed(algo, problem)
-    return ("compressed", "") if ok else (None, why)
+    """The exact engine of ``algo`` on ``problem``, from the exact model its class declares
+    for least squares (``capabilities``, :mod:`convkit.algorithms.capabilities`; never its
+    concrete class): ``("local" | "dpsgd" | "compressed", "")``, or ``(None, why not)``."""
+    caps = algo.capabilities
+    model = caps.exact_model("least_squares")
+    if model is None:
+        return None, caps.refusal(type(algo), "least_squares")
+    engine = MODEL_ENGINES[model]
+    if engine == "compressed":
+        ok, why = is_exact_compressed(algo, problem)
+        return ("compressed", "") if ok else (None, why)
+    return engine, ""
 
 
 def _result_from_raw(

@@ -89,34 +89,30 @@ def mixing_structure(W: np.ndarray, tol: float = 1e-9) -> MixingStructure:
     return MixingStructure(lam, U, walk)
 
 
-def is_exact_dpsgd(algo: Any) -> bool:
-    """Whether ``algo`` is an uncompressed D-PSGD on a static topology (this engine's scope):
-    :class:`convkit.algorithms.decentralized.DPSGD`, or any algorithm with a ``topology``
-    (or ``W``), a ``form`` in :data:`ORDERS` and no compressor."""
-    topo = getattr(algo, "topology", None)
-    has_w = getattr(algo, "W", None) is not None or topo is not None
-    return (
-        has_w
-        and getattr(algo, "form", None) in ORDERS
-        and getattr(algo, "compressor", None) is None
-    )
+def is_exact_dpsgd(algo: Any, kind: str = "least_squares") -> bool:
+    """Whether ``algo``'s class declares the exact D-PSGD model for problem kind ``kind``
+    (``capabilities``, :mod:`convkit.algorithms.capabilities`; never an attribute of the
+    instance): :class:`convkit.algorithms.decentralized.DPSGD`, whose ``topology`` and
+    ``form`` (one of :data:`ORDERS`) this engine reads."""
+    caps = getattr(algo, "capabilities", None)
+    return caps is not None and caps.exact_model(kind) == "dpsgd"
 
 
-def _params(algo: Any) -> tuple[np.ndarray, str]:
-    if not is_exact_dpsgd(algo):
+def _params(algo: Any, kind: str = "least_squares") -> tuple[np.ndarray, str]:
+    """``(W, form)`` of an algorithm declaring the exact D-PSGD model for problem ``kind``."""
+    if not is_exact_dpsgd(algo, kind):
         raise TypeError(
             "the exact engine handles LocalSGD (MBA, Local-SGD, OSA) and uncompressed D-PSGD, "
             f"got {type(algo).__name__}"
         )
-    topo = getattr(algo, "topology", None)
-    if topo is not None and getattr(topo, "time_varying", False):
+    topo = algo.topology
+    if getattr(topo, "time_varying", False):
         raise ValueError(
             f"the exact D-PSGD engine needs a static topology (one W), got {topo.name}"
         )
-    W = getattr(algo, "W", None)
-    if W is None:
-        W = topo.W
-    return np.asarray(W, dtype=np.float64), algo.form
+    if algo.form not in ORDERS:
+        raise ValueError(f"form must be one of {list(ORDERS)}, got {algo.form!r}")
+    return np.asarray(topo.W, dtype=np.float64), algo.form
 
 
 def dpsgd_curves(

@@ -60,17 +60,39 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.base import Algorithm, algorithm_list
-from ..algorithms.local import LocalSGD
+from ..plan import RunPlan, local_steps_of, plan
 from ..problems.heterogeneous import NODE_METRICS, HeterogeneousLeastSquares
 from ..recording import algorithms_meta, record_steps, starting_point
-from ..simulate import local_steps_of
 from ..validation import check_real
 from .dpsgd import _params as _dpsgd_params
-from .dpsgd import is_exact_dpsgd
 from .local import LocalSpec, local_specs
 from .moments import design_coefficients
 
-__all__ = ["expected_error_nodes", "node_dpsgd_curves", "node_local_curves"]
+__all__ = ["EXACT_NODE_MOMENTS", "expected_error_nodes", "node_dpsgd_curves", "node_local_curves"]
+
+#: the problem kind of this engine in the algorithms' declarations (``capabilities``)
+KIND = "heterogeneous_least_squares"
+#: the exact models this engine runs (:data:`convkit.algorithms.capabilities.EXACT_MODELS`)
+NODE_MODELS = ("local", "dpsgd")
+
+
+class _NodeMoments:
+    """The execution path of :func:`expected_error_nodes`: the node-moment recursions of the
+    module docstring in NumPy (no compiled form)."""
+
+    name = "exact-node-moments-numpy"
+
+    def supports(self, plan: RunPlan) -> tuple[bool, str]:
+        if plan.engine != "exact":
+            return False, "exact engine only"
+        return True, (
+            "the node-moment recursions in NumPy (O(P^2 d) per step for the Local-SGD family, "
+            "O(P^3 d) for D-PSGD)"
+        )
+
+
+#: the one execution path of :func:`expected_error_nodes`
+EXACT_NODE_MOMENTS = _NodeMoments()
 
 #: steps timed before the estimate of a call (or :data:`_TIMING_SECONDS`, whichever first)
 _TIMING_STEPS = 20
@@ -156,7 +178,7 @@ def node_dpsgd_curves(
     W^T``, ``B <- W B``); ``"gossip_then_step"`` (``e_i' = (W e)_i - gamma g_i(e_i)``) takes
     ``K = W - gamma diag(h_.j)`` for the local step's ``diag(a)`` in the module docstring's
     recursion (``M <- K M K^T + ...``, ``O(P^3 d)`` per step)."""
-    W, order = _dpsgd_params(algo)
+    W, order = _dpsgd_params(algo, "heterogeneous_least_squares")
     if W.shape[0] != problem.P:
         raise ValueError(
             f"the problem has workers = {problem.P} nodes; the topology has {W.shape[0]}"
@@ -307,12 +329,22 @@ def expected_error_nodes(
             f"{type(problem).__name__}"
         )
     algos = algorithm_list(algorithms)
+    models = []
     for a in algos:
-        if type(a) is not LocalSGD and not is_exact_dpsgd(a):
-            raise TypeError(
-                "expected_error_nodes handles LocalSGD (MBA, Local-SGD, OSA) and uncompressed "
-                f"D-PSGD on a static topology; got {a.label} ({type(a).__name__})"
+        caps = a.capabilities
+        model = caps.exact_model(KIND)
+        if model not in NODE_MODELS:
+            why = (
+                caps.refusal(type(a), KIND)
+                if model is None
+                else f"its exact model {model!r} has no node-moment form here"
             )
+            raise TypeError(
+                "expected_error_nodes handles the exact models 'local' (LocalSGD: MBA, "
+                "Local-SGD, OSA) and 'dpsgd' (uncompressed D-PSGD on a static topology); "
+                f"got {a.label} ({type(a).__name__}): {why}"
+            )
+        models.append(model)
     labels = [a.label for a in algos]
     tail = check_real("tail", tail, low=0, high=1, high_inclusive=False)
     check_real("divergence_factor", divergence_factor, low=1)
@@ -320,9 +352,19 @@ def expected_error_nodes(
     e0 = starting_point(theta0, problem.d) - problem.theta_star
     threshold = divergence_factor * max(float(e0 @ e0), 1.0)
     recs = [record_steps(n, n_record, record, n_max=max(ns)) for n in ns]
+    run_plan = plan(
+        problem,
+        algos,
+        engine="exact",
+        steps=ns,
+        record=recs,
+        paths=(EXACT_NODE_MOMENTS,),
+        kernels=False,
+        engines=models,
+    )
     raws, div = [], np.zeros(len(algos), dtype=np.int64)
     P, d = problem.P, problem.d
-    cost = [float(P) ** (2 if type(a) is LocalSGD else 3) * d for a in algos]
+    cost = [float(P) ** (2 if m == "local" else 3) * d for m in models]
     timer = _StepTimer(
         sum(c * n for c, n in zip(cost, ns, strict=True)),
         sum(ns),
@@ -332,7 +374,7 @@ def expected_error_nodes(
     )
     for i, a in enumerate(algos):
         s0 = int(math.floor(tail * ns[i])) + 1
-        if type(a) is LocalSGD:
+        if models[i] == "local":
             spec = local_specs([a], [ns[i]], record, n_record, tail, n_max=max(ns), recs=[recs[i]])
             raw, dv = node_local_curves(problem, spec[0], theta0, threshold, timer)
         else:
@@ -343,7 +385,7 @@ def expected_error_nodes(
         "problem": problem.describe(),
         "algorithms": algorithms_meta(algos, labels, ns),
         "engine": "exact",
-        "path": {"path": "exact-node-moments-numpy"},
+        "path": run_plan.describe(),
         "replicates": None,
         "count": EXACT_COUNT,
         "theta0": starting_point(theta0, problem.d).tolist(),
