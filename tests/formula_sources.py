@@ -455,10 +455,11 @@ SOURCES: dict[str, Source] = {
         {"P": _lu(1, 1000)},
     ),
     "koloskova.topology_free_leading_term": Source(
-        "Koloskova et al. 2020 (unified theory): the leading term sigma^2/(mu n T) does not "
-        "involve the graph, so err(graph)/err(complete) -> 1",
-        lambda: 1.0,
-        {},
+        "Koloskova et al. 2020 (unified theory), the form read from it: a leading term "
+        "sigma^2/(mu n T) without the graph, the graph in O(1/T^2): (A/T + B_g/T^2) / "
+        "(A/T + B_complete/T^2) = 1 + C_g/T to first order in 1/T",
+        lambda C_g, T: 1.0 + C_g / T,
+        {"C_g": _lu(0.01, 100), "T": _lu(10, 1e6)},
     ),
     "pu.transient_time": Source(
         "Pu, Olshevsky, Paschalidis 2022, abstract: 'K_T = O(n/(1 - rho_w)^2)', gap = 1 - rho_w",

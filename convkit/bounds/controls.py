@@ -304,7 +304,12 @@ CONTROLS: dict[str, tuple[Control, ...]] = {
         Control(
             "err(graph)/err(complete) -> 1.05 (wrong constant)",
             "koloskova.topology_free_leading_term",
-            replaced(lambda r: sp.Rational(21, 20), "1.05"),
+            replaced(lambda r: r.expression + sp.Rational(1, 20), "+ 1/20"),
+        ),
+        Control(
+            "ratio - 1 ~ C_g/T^2 (wrong exponent)",
+            "koloskova.topology_free_leading_term",
+            replaced(lambda r: 1 + _sym(r, "C_g") / _sym(r, "T") ** 2, "C_g/T^2"),
         ),
     ),
     "pu.transient": (

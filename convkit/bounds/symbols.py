@@ -7,7 +7,7 @@ same in every result (``T`` counts iterations everywhere; the Local-SGD results'
 over all workers are ``T_all``; the eigengap of ``W`` is ``gap``, the contraction parameter of
 a compressor ``omega``; the label noise of least squares is ``sigma``, the gradient noise of
 the decentralized rates ``sigma_g``). Generic unknown constants (``c``, ``c_1``, ``c_2``,
-``K``, ``C_2``) are each a constant of the result they appear in.
+``K``, ``C_2``, ``C_g``) are each a constant of the result they appear in.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ MEANINGS: dict[str, str] = {
     "C_2": "dimensionless constant of DeepSqueeze's rate and step limit (grows with the "
     "compression error, shrinks with the spectral gap)",
     "K": "unknown constant factor of the large-step model",
+    "C_g": "unknown constant of a graph in the 1/T correction of D-PSGD's error ratio",
     # summation index
     "i": "summation index over the spectrum",
 }
