@@ -194,7 +194,7 @@ def _dpsgd_rate() -> TheoryResult:
         quantity="(1/T) sum_t E||grad f(x_bar_t)||^2",
         provenance=f"{TANG_D2}: abstract, D-PSGD's rate on decentralized (non-iid) data "
         "O(sigma/sqrt(nT) + (n zeta^2)^(1/3)/T^(2/3)) for gamma tuned to T (non-convex, "
-        f"smooth); the iid rate sigma/sqrt(nT) is {LIAN}, Theorem 1 / Corollary 2",
+        f"smooth); its iid term sigma/sqrt(nT) is the rate of {LIAN}",
         constants=(c1, c2),
         notes="sigma_g: the standard deviation of a node's stochastic gradient (the papers' "
         "sigma; not the label noise sigma of least squares); zeta^2: the outer variance of "
