@@ -430,7 +430,7 @@ SOURCES: dict[str, Source] = {
         {"d": _NONE, "x_norm1": (1, 0), "x_norm2": (1, 0), "=": (2, 0)},
     ),
     "ef_sgd.memory": Source(
-        "Karimireddy et al. 2019, Lemma 3 as quoted in issue 30 (c = 4): E||e_t||^2 <= "
+        "Karimireddy et al. 2019, memory lemma, c = 4 as quoted in issue 30: E||e_t||^2 <= "
         "4 (1 - delta) gamma^2 G^2 / delta^2 (delta = omega here)",
         lambda gamma, G, omega: 4 * (1 - omega) * gamma**2 * G**2 / omega**2,
         {"gamma": _lu(1e-3, 1), "G": _lu(0.1, 10), "omega": _u(0.01, 0.99)},

@@ -129,8 +129,9 @@ def _scaled_sign() -> TheoryResult:
     )
 
 
-#: the numerical constant of the error-feedback memory bound (Karimireddy et al. 2019,
-#: Lemma 3, as quoted in issue 30: E||e_t||^2 <= 4 (1 - delta) gamma^2 G^2 / delta^2)
+#: the numerical constant of the error-feedback memory bound (Karimireddy et al. 2019, memory
+#: lemma, E||e_t||^2 <= 4 (1 - delta) gamma^2 G^2 / delta^2; the constant 4 as issue 30
+#: quotes it, the lemma's text not read here)
 EF_MEMORY_CONSTANT = 4
 
 
@@ -145,9 +146,10 @@ def _ef_memory() -> TheoryResult:
         provenance=from_summary(
             KARIMIREDDY,
             ISSUE_30,
-            "Lemma 3 (bounded memory): E||e_t||^2 <= 4 (1 - delta) gamma^2 G^2 / delta^2 for "
-            "a delta-contraction C and E||g_t||^2 <= G^2 (delta is omega here; the O(gamma^2 "
-            f"G^2 (1 - delta)/delta^2) form also in {STICH})",
+            "memory lemma (the constant c = 4 as issue 30 quotes it): E||e_t||^2 <= "
+            "4 (1 - delta) gamma^2 G^2 / delta^2 for a delta-contraction C and E||g_t||^2 <= "
+            "G^2 (delta is omega here; the O(gamma^2 G^2 (1 - delta)/delta^2) form also in "
+            f"{STICH})",
         ),
         conditions=(omega <= 1,),
         notes="omega: the contraction parameter, E||C(x) - x||^2 <= (1 - omega) ||x||^2 "
@@ -371,8 +373,8 @@ EF_GAMMAS = (0.005, 0.01, 0.02, 0.04)
 @noting_sources
 def check_ef_memory(quick: bool) -> list[dict[str, Any]]:
     """Error-feedback SGD memory ``E||e||^2 <= 4 (1 - omega) gamma^2 G^2 / omega^2``
-    (Karimireddy et al. 2019, Lemma 3, c = 4; omega = k/d for top-k), every variable
-    exercised: 4 workers, least squares Gaussian d = 64, h_i = 1/i, sigma = 1, start at
+    (Karimireddy et al. 2019, memory lemma, c = 4 as quoted in issue 30; omega = k/d for
+    top-k), every variable exercised: 4 workers, least squares Gaussian d = 64, h_i = 1/i, sigma = 1, start at
     theta*, memory of one worker after 500 steps (Monte Carlo), ``G^2 = sigma^2 tr(H)``
     (E||g||^2 at theta*, where the runs stay).
 
