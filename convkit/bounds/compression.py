@@ -142,7 +142,7 @@ def _ef_memory() -> TheoryResult:
         name="ef_sgd.memory",
         expression=EF_MEMORY_CONSTANT * (1 - omega) / omega**2 * gamma**2 * G**2,
         kind="upper_bound",
-        quantity="E||e_t||^2 (error-feedback memory of one worker)",
+        quantity="E||e_t||^2 (error-feedback memory of a worker)",
         provenance=from_summary(
             KARIMIREDDY,
             ISSUE_30,
@@ -374,9 +374,9 @@ EF_GAMMAS = (0.005, 0.01, 0.02, 0.04)
 def check_ef_memory(quick: bool) -> list[dict[str, Any]]:
     """Error-feedback SGD memory ``E||e||^2 <= 4 (1 - omega) gamma^2 G^2 / omega^2``
     (Karimireddy et al. 2019, memory lemma, c = 4 as quoted in issue 30; omega = k/d for
-    top-k), every variable exercised: 4 workers, least squares Gaussian d = 64, h_i = 1/i, sigma = 1, start at
-    theta*, memory of one worker after 500 steps (Monte Carlo), ``G^2 = sigma^2 tr(H)``
-    (E||g||^2 at theta*, where the runs stay).
+    top-k), every variable exercised: 4 workers, least squares Gaussian d = 64, h_i = 1/i,
+    sigma = 1, start at theta*, the workers' mean memory (1/P) sum_i ||e_i||^2 after 500
+    steps (Monte Carlo), ``G^2 = sigma^2 tr(H)`` (E||g||^2 at theta*, where the runs stay).
 
     Rows: (1) top-k with k/d in {1/2, ..., 1/64} at gamma = 0.02: the measured memory against
     the bound with its constant (one-sided, 99.9 %), tightness ``measured / bound`` in each
