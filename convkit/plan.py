@@ -1,28 +1,34 @@
-"""The run plan: what one engine call will run, and on which execution path, decided once.
+"""The run plan: what one engine call will run, and on which execution paths, decided once.
 
-:func:`convkit.simulate` and :func:`convkit.exact.expected_error` validate their arguments,
-then build one :class:`RunPlan` with :func:`plan`: the problem, the algorithms, each one's
-local steps and record steps, the replicates, the backend and dtype, the threads, the
-weighted-average shifts, the state of the kernel switch (``convkit.kernels``) and the
-*execution path* that will run the call, with the reason it was chosen.  Nothing downstream
-decides the path again: the engine reads ``plan.path``, and ``Result.meta["path"]``
-(:meth:`RunPlan.describe`) says which path ran and why the faster ones did not apply.
+:func:`convkit.simulate`, :func:`convkit.exact.expected_error` and
+:func:`convkit.exact.expected_error_nodes` validate their arguments, split the budget
+(:func:`local_steps_of`, :func:`budget_local_steps`), then build one :class:`RunPlan` with
+:func:`plan`: the problem, the algorithms, each one's local steps and record steps, the
+replicates, the backend and dtype, the threads, the weighted-average shifts, the state of the
+kernel switch (``convkit.kernels``), each algorithm's engine and the *execution path* of each
+algorithm, with the reason it was chosen.  Nothing downstream decides a path again: the
+engine reads ``plan.per_algorithm``, and ``Result.meta["path"]`` (:meth:`RunPlan.describe`,
+one schema for every engine) says which paths ran and why the faster ones did not apply.
 
 An execution path is an object with a ``name`` and a method ``supports(plan) -> (bool,
-reason)`` (:class:`ExecutionPath`).  An engine lists its paths, fastest first, and
-:func:`plan` takes the first that supports the call:
+reason)``, optionally ``accepts(plan, i)`` and ``shares(plan)`` (:class:`ExecutionPath`).
+An engine lists its paths, fastest first, and :func:`plan` puts each algorithm on the first
+that supports the call and accepts the algorithm (from the capabilities its class declares,
+:mod:`convkit.algorithms.capabilities`, never its concrete class):
 
 * Monte Carlo (:data:`convkit.simulate.SIMULATE_PATHS`): the fused Local-SGD segments
   (:class:`convkit._fused_local.FusedLocalSegments`, logistic regression and Gaussian least
   squares), then :data:`COMPILED_STEPS` (step by step, the compiled one-step kernels where the
   arrays allow), then :data:`ARRAY_STEPS` (step by step on the array API, always);
 * exact (:data:`convkit.exact.dispatch.EXACT_PATHS`): the compiled second-moment recursion of
-  the Local-SGD family, then its NumPy form.
+  the Local-SGD family, then its NumPy form; node Hessians and optima
+  (:data:`convkit.exact.heterogeneous.EXACT_NODE_MOMENTS`): the NumPy node recursions.
 
 Every path computes the same quantities; the compiled ones agree with the array-API ones
-bit for bit or to rounding, as their modules document.  The pattern is that of
-scikit-learn's solver selection (``LogisticRegression(solver="auto")``) made explicit and
-recorded.
+bit for bit or to rounding, as their modules document, and a path that agrees to rounding
+only runs whole calls (``shares``), so that an algorithm's numbers never depend on the
+algorithms beside it.  The pattern is that of scikit-learn's solver selection
+(``LogisticRegression(solver="auto")``) made explicit, per algorithm, and recorded.
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ __all__ = [
     "EXACT_COUNT",
     "EXACT_NUMPY",
     "EXACT_PATHS",
+    "MODEL_ENGINES",
     "exact_engine",
     "expected_error",
 ]
@@ -291,9 +292,10 @@ def expected_error(
         engine, why = exact_engine(a, problem)
         if engine is None:
             raise TypeError(
-                "the exact engine handles LocalSGD (MBA, Local-SGD, OSA), uncompressed "
-                "D-PSGD, and CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k "
-                f"compressors; {a.label}: {why}"
+                "the exact engine handles the algorithms whose class declares an exact model "
+                "for least squares (capabilities: LocalSGD, MBA, OSA; uncompressed D-PSGD; "
+                "CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k compressors); "
+                f"{a.label} ({type(a).__name__}): {why}"
             )
         engines.append(engine)
     if use_numba is True and not numba_usable():
