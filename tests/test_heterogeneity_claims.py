@@ -107,9 +107,11 @@ def test_rounds_verdict_on_constructed_thresholds():
 
 def test_check_spiridonoff_quick():
     """N* with rounds at growing gaps falls with T at P = 8 (exact thresholds 37, 7, 1 at
-    eps = 0.01): one-shot averaging suffices at the largest T."""
+    eps = 0.01): one-shot averaging suffices at the largest T, so the growing gaps are not
+    tested and the row reports (measured) instead of holding."""
     (row,) = H.check_spiridonoff(True)
-    assert row["verdict"] == V.HOLDS
+    assert row["verdict"] == V.MEASURED
+    assert "one-shot averaging suffices" in row["reason"]
     assert row["measured"] == "N* = [37, 7, 1]"
 
 

@@ -468,6 +468,13 @@ def check_spiridonoff(quick: bool) -> list[dict]:
     Ts = [P * n for n in ns]
     a_T = exponent_in(get("spiridonoff.rounds_independent_of_T"), "T")
     verdict, reason = rounds_verdict(Ts, Ns, a_T)
+    if verdict == HOLDS and Ns[-1] == 1:  # one-shot averaging suffices: no gap was tested
+        verdict = MEASURED
+        reason += (
+            "; N* reaches 1 (one-shot averaging suffices on iid quadratics), so the growing "
+            "gaps are not what keeps N* flat: see the analysis local_vs_minibatch for "
+            "heterogeneous nodes, where they are tested"
+        )
     return [
         check_row(
             "spiridonoff.rounds_independent_of_T",
