@@ -65,13 +65,13 @@ a block's numbers depending on its stream only, they are bit-identical for any t
 When: :class:`FusedLocalSegments` is an execution path of the run plan
 (:mod:`convkit.plan`), chosen per algorithm: on these problems (NumPy, float64) while the
 compiled kernels are on (``convkit.kernels``) and numba is usable, it runs the algorithms that
-declare fused segments for the problem kind and record no weighted averages.  On logistic
-regression with an unrotated design, where its numbers are the step-by-step ones bit for bit,
-it runs them beside algorithms of other paths in the same call (each group draws the blocks'
-samples from their own streams, so common random numbers hold and an algorithm's numbers do
-not depend on its neighbours); elsewhere (least squares, a rotated design: agreement to
-rounding) it runs whole calls only (:meth:`FusedLocalSegments.shares`).  The engine then runs
-the plan without deciding again.
+declare fused segments for the problem kind and record no weighted averages.  Where its
+numbers are the step-by-step ones bit for bit, on logistic regression with an unrotated design
+and on least squares at ``d = 2`` with batch 1, it runs them beside algorithms of other
+paths in the same call (each group draws the blocks' samples from their own streams, so
+common random numbers hold and an algorithm's numbers do not depend on its neighbours);
+elsewhere (agreement to rounding) it runs whole calls only
+(:meth:`FusedLocalSegments.shares`).  The engine then runs the plan without deciding again.
 """
 
 from __future__ import annotations
@@ -425,13 +425,22 @@ class FusedLocalSegments:
     def shares(self, plan: RunPlan) -> tuple[bool, str]:
         """Whether some algorithms of a call may run here while the others run step by step:
         only where the segment kernel's numbers are those of the step-by-step kernels bit for
-        bit (logistic regression with an unrotated design); otherwise an algorithm's numbers
-        would depend on its neighbours in the call."""
-        if self.kind == "logistic" and plan.problem.Q is None:
+        bit (logistic regression with an unrotated design; least squares at ``d = 2`` with
+        batch 1, see the module docstring); otherwise an algorithm's numbers would depend on
+        its neighbours in the call."""
+        if self.kind == "logistic":
+            if plan.problem.Q is None:
+                return True, ""
+            return False, (
+                "on a rotated design the segment kernel agrees with the step-by-step kernels "
+                "to rounding only"
+            )
+        mine = [a for i, a in enumerate(plan.algorithms) if self.accepts(plan, i)[0]]
+        if plan.problem.d == 2 and all(a.batch == 1 for a in mine):
             return True, ""
-        what = "a rotated design" if self.kind == "logistic" else "least squares"
         return False, (
-            f"on {what} the segment kernel agrees with the step-by-step kernels to rounding only"
+            "on least squares the segment kernel agrees with the step-by-step kernels to "
+            "rounding only (bit for bit at d = 2 with batch 1)"
         )
 
 

@@ -148,13 +148,18 @@ def test_an_instance_attribute_named_like_a_model_grants_nothing():
     assert ok.meta["path"]["algorithms"][DPSGD(T.ring(4), STEP).label]["engine"] == "dpsgd"
 
 
-def test_a_mixed_call_runs_a_path_per_algorithm_on_common_random_numbers():
+@pytest.mark.parametrize("kind", ["logistic", "least-squares"])
+def test_a_mixed_call_runs_a_path_per_algorithm_on_common_random_numbers(kind):
     """Local-SGD schedules beside SCAFFOLD and D-PSGD (issue 32, item 2): the Local-SGD ones
-    stay on the fused segments, the others run step by step, and every algorithm's numbers
-    are those it has alone in a call (bit for bit), whatever the threads.  (A call draws its
-    samples for its largest workers and batch, ``(P_max, b_max)``: the same here for every
-    algorithm, alone or together.)"""
-    prob = ck.LogisticRegression.gaussian(3, eval_size=512)
+    stay on the fused segments (logistic regression; least squares at d = 2, batch 1, where
+    the segments are bit-identical to the step-by-step kernels), the others run step by step,
+    and every algorithm's numbers are those it has alone in a call (bit for bit), whatever the
+    threads.  (A call draws its samples for its largest workers and batch, ``(P_max,
+    b_max)``: the same here for every algorithm, alone or together.)"""
+    if kind == "logistic":
+        prob = ck.LogisticRegression.gaussian(3, eval_size=512)
+    else:
+        prob = ck.LeastSquares.gaussian(2, "1/i", 0.5, seed=1)
     step = ck.PolyDecay(0.5, 0.75)
 
     def algos():
@@ -169,14 +174,15 @@ def test_a_mixed_call_runs_a_path_per_algorithm_on_common_random_numbers():
     kw = dict(steps=120, replicates=300, seed=5)
     mixed = ck.simulate(prob, algos(), threads=1, **kw)
     path = mixed.meta["path"]
-    assert path["name"] == "fused-local-logistic + compiled-steps"
+    fused = f"fused-local-{kind}"
+    assert path["name"] == f"{fused} + compiled-steps"
     on = {label: p["name"] for label, p in path["algorithms"].items()}
     assert on == {
-        "MBA(P=4, b=1)": "fused-local-logistic",
-        "every5": "fused-local-logistic",
+        "MBA(P=4, b=1)": fused,
+        "every5": fused,
         algos()[2].label: "compiled-steps",
         algos()[3].label: "compiled-steps",
-        "OSA(P=4, b=1)": "fused-local-logistic",
+        "OSA(P=4, b=1)": fused,
     }
     threaded = ck.simulate(prob, algos(), threads=2, **kw)
     for a in algos():
@@ -189,8 +195,9 @@ def test_a_mixed_call_runs_a_path_per_algorithm_on_common_random_numbers():
 
 
 def test_least_squares_keeps_whole_calls_on_one_path():
-    """The least-squares segments agree with the step-by-step kernels to rounding only: a
-    mixed call stays step by step (its numbers unchanged), and the declined reason says so."""
+    """Beyond d = 2 with batch 1 the least-squares segments agree with the step-by-step
+    kernels to rounding only: a mixed call stays step by step (its numbers unchanged), and the
+    declined reason says so."""
     prob = ck.LeastSquares.gaussian(4, "1/i", 1.0, seed=0)
     algos = [ck.MBA(4, STEP), ck.SCAFFOLD(4, STEP, comm="every:5")]
     res = ck.simulate(prob, algos, steps=50, replicates=16, seed=1, threads=1)
