@@ -76,6 +76,7 @@ __all__ = [
     "MODEL_ENGINES",
     "exact_engine",
     "expected_error",
+    "result_from_raw",
 ]
 
 #: ``count`` of every row of an exact result: 0, "no replicate, exact value" (Monte Carlo rows
@@ -139,7 +140,7 @@ def exact_engine(algo: Algorithm, problem: LeastSquares) -> tuple[str | None, st
     return engine, ""
 
 
-def _result_from_raw(
+def result_from_raw(
     labels: list[str],
     algos: Sequence[Algorithm],
     ns: Sequence[int],
@@ -150,8 +151,12 @@ def _result_from_raw(
     meta: dict[str, Any],
     extras: dict[str, list[str]] | None = None,
 ) -> Result:
-    """Assemble the tidy frame (``se = 0``, ``count = EXACT_COUNT = 0``) and one
-    pseudo-replicate."""
+    """The :class:`~convkit.result.Result` of an exact engine (:func:`expected_error`,
+    :func:`convkit.exact.expected_error_nodes`) from each algorithm's raw curves ``raws[i]``
+    (columns: ``E||.||_H^2`` and ``E||.||^2`` of the averaged, tail-averaged and last
+    iterates, then the ``extras[label]`` state metrics) and divergence steps ``div``: the
+    tidy frame (``se = 0``, ``count = EXACT_COUNT = 0``) and one pseudo-replicate; a
+    :class:`~convkit.recording.DivergenceWarning` when a configuration diverged."""
     extras = extras or {}
     per_config: dict[str, ConfigValues] = {}
     for label, a, n, rec, raw, dv in zip(labels, algos, ns, recs, raws, div, strict=True):
@@ -373,4 +378,4 @@ def expected_error(
         "tail": tail,
         "timing": {"seconds": time.perf_counter() - t_start},
     }
-    return _result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)
+    return result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)

@@ -44,7 +44,7 @@ import numpy as np
 
 from .moments import design_coefficients
 
-__all__ = ["ORDERS", "dpsgd_curves", "is_exact_dpsgd", "mixing_structure"]
+__all__ = ["ORDERS", "dpsgd_curves", "dpsgd_mixing", "is_exact_dpsgd", "mixing_structure"]
 
 ORDERS = ("step_then_gossip", "gossip_then_step")
 
@@ -98,8 +98,9 @@ def is_exact_dpsgd(algo: Any, kind: str = "least_squares") -> bool:
     return caps is not None and caps.exact_model(kind) == "dpsgd"
 
 
-def _params(algo: Any, kind: str = "least_squares") -> tuple[np.ndarray, str]:
-    """``(W, form)`` of an algorithm declaring the exact D-PSGD model for problem ``kind``."""
+def dpsgd_mixing(algo: Any, kind: str = "least_squares") -> tuple[np.ndarray, str]:
+    """``(W, form)`` of an algorithm whose class declares the exact D-PSGD model for problem
+    ``kind`` (``TypeError`` otherwise; ``ValueError`` for a time-varying topology)."""
     if not is_exact_dpsgd(algo, kind):
         raise TypeError(
             "the exact engine handles LocalSGD (MBA, Local-SGD, OSA) and uncompressed D-PSGD, "
@@ -135,7 +136,7 @@ def dpsgd_curves(
     variance minus the mean's) and ``grad_norm2 = E||H (x_bar - theta*)||^2
     = sum_l h_l^2 E zbar_l^2`` of the last iterate (the ``"state"`` metrics of
     :class:`convkit.algorithms.decentralized.DPSGD`)."""
-    W, order = _params(algo)
+    W, order = dpsgd_mixing(algo)
     gammas = np.asarray(algo.step_size.values(n), dtype=np.float64)
     b = int(algo.batch)
     c_sq, c_tr = design_coefficients(design, b)

@@ -64,7 +64,8 @@ from ..plan import RunPlan, local_steps_of, plan
 from ..problems.heterogeneous import NODE_METRICS, HeterogeneousLeastSquares
 from ..recording import algorithms_meta, record_steps, starting_point
 from ..validation import check_real
-from .dpsgd import _params as _dpsgd_params
+from .dispatch import EXACT_COUNT, result_from_raw
+from .dpsgd import dpsgd_mixing
 from .local import LocalSpec, local_specs
 from .moments import design_coefficients
 
@@ -178,7 +179,7 @@ def node_dpsgd_curves(
     W^T``, ``B <- W B``); ``"gossip_then_step"`` (``e_i' = (W e)_i - gamma g_i(e_i)``) takes
     ``K = W - gamma diag(h_.j)`` for the local step's ``diag(a)`` in the module docstring's
     recursion (``M <- K M K^T + ...``, ``O(P^3 d)`` per step)."""
-    W, order = _dpsgd_params(algo, "heterogeneous_least_squares")
+    W, order = dpsgd_mixing(algo, KIND)
     if W.shape[0] != problem.P:
         raise ValueError(
             f"the problem has workers = {problem.P} nodes; the topology has {W.shape[0]}"
@@ -320,8 +321,6 @@ def expected_error_nodes(
     estimated to take more than :data:`convkit.simulate.LONG_RUN_SECONDS` warns
     (``UserWarning``) with the estimate, and ``meta["timing"]["estimated_seconds"]`` holds it
     (``None`` for a call too short to time)."""
-    from .dispatch import EXACT_COUNT, _result_from_raw
-
     t_start = time.perf_counter()
     if not isinstance(problem, HeterogeneousLeastSquares):
         raise TypeError(
@@ -396,4 +395,4 @@ def expected_error_nodes(
         },
     }
     extras = dict.fromkeys(labels, list(NODE_METRICS))
-    return _result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)
+    return result_from_raw(labels, algos, ns, recs, raws, div, problem.d, meta, extras)
