@@ -230,3 +230,21 @@ def test_every_engine_records_its_path_in_one_schema():
     assert metas["nodes"]["engines"] == {a.label: m for a, m in zip(algos, ("local", "dpsgd"))}
     assert metas["exact"]["engines"] == {a.label: m for a, m in zip(algos, ("local", "dpsgd"))}
     assert set(metas["simulate"]["engines"].values()) == {"simulate"}
+
+
+def test_a_declaration_travels_with_its_class():
+    """A class defined in a notebook or a test goes by value to Dask workers
+    (cloudpickle), its declaration with it."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    import pickle
+
+    class Local(ServerMomentumSGD):  # defined here: pickled by value
+        """A class no module holds."""
+
+        def prepare(self, n):
+            super().prepare(n)
+
+    back = pickle.loads(cloudpickle.dumps(Local(4, STEP, name="local")))
+    assert type(back).capabilities == Local.capabilities
+    assert Local.capabilities.withdrawn == ("ServerMomentumSGD", ("init", "step"), "LocalSGD")
+    assert pickle.loads(pickle.dumps(ck.LocalSGD.capabilities)) == ck.LocalSGD.capabilities

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any
 
 __all__ = [
@@ -85,7 +84,9 @@ class Capabilities:
         bad = [k for k in self.fused if k not in FUSED_KINDS]
         if bad:
             raise ValueError(f"fused: unknown problem kinds {bad}; allowed: {list(FUSED_KINDS)}")
-        object.__setattr__(self, "exact", MappingProxyType(dict(self.exact)))
+        # a plain dict copy (a mappingproxy would not pickle: classes defined in a notebook
+        # or a test travel by value to Dask workers, their declaration with them)
+        object.__setattr__(self, "exact", dict(self.exact))
         object.__setattr__(self, "fused", tuple(self.fused))
         object.__setattr__(self, "kernels", tuple(self.kernels))
 
