@@ -170,10 +170,6 @@ class RunPlan:
         """Whether any algorithm records the weighted averages ``wavg1``, ``wavg2``."""
         return any(tau is not None for tau in self.weight_shifts)
 
-    def on(self, name: str) -> tuple[int, ...]:
-        """The indices of the algorithms that run on path ``name``."""
-        return tuple(i for i, p in enumerate(self.per_algorithm) if p.name == name)
-
     def describe(self) -> dict[str, Any]:
         """``Result.meta["path"]``, one schema for every engine (JSON-serialisable):
         ``engine``; ``name``, ``reason``, ``declined`` (name -> reason) and ``kernels`` of the

@@ -26,7 +26,13 @@ fused: its unrotated Gaussian design), ``"heterogeneous_least_squares"``
 :func:`convkit.exact.expected_error_nodes`) and ``"logistic"`` (fused segments on
 :class:`~convkit.problems.logistic.LogisticRegression`).  Exact models: ``"local"`` (the
 Local-SGD family's second-moment recursion), ``"dpsgd"``, ``"choco"``, ``"deep_squeeze"``
-(:data:`EXACT_MODELS`).
+(:data:`EXACT_MODELS`).  A model reads its parameters from the instance, as its class
+(the declaring one) names them: ``"local"`` and the fused segments ``workers``, ``batch``,
+``step_size`` and ``comm`` (:class:`~convkit.algorithms.local.LocalSGD`'s), ``"dpsgd"``
+``topology`` and ``form``, ``"choco"`` and ``"deep_squeeze"`` those of
+:class:`~convkit.algorithms.decentralized.CHOCOSGD` and
+:class:`~convkit.algorithms.decentralized.DeepSqueeze`.  A declaration is a statement about
+the mathematics: the engines trust it, so a class declares only the model of its own update.
 """
 
 from __future__ import annotations
