@@ -78,6 +78,12 @@ def test_the_subclass_runs_on_the_generic_step_path_and_differs_from_local_sgd()
     path = res.meta["path"]["algorithms"]
     assert path["momentum"]["name"] == "compiled-steps"
     assert "ServerMomentumSGD" in path["momentum"]["declined"]["fused-local-least-squares"]
+    assert path["momentum"]["capabilities"]["withdrawn"] == {
+        "class": "ServerMomentumSGD",
+        "methods": ["init", "step"],
+        "base": "LocalSGD",
+    }
+    assert path["plain"]["capabilities"]["withdrawn"] is None
     alone = ck.simulate(prob, algo, steps=200, replicates=64, seed=1, threads=1)
     assert alone.meta["path"]["name"] == "compiled-steps"
     np.testing.assert_array_equal(alone.values["momentum"].values, res.values["momentum"].values)

@@ -122,8 +122,18 @@ class Capabilities:
         return kind in self.fused
 
     def describe(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return {"exact": dict(self.exact), "fused": list(self.fused), "kernels": list(self.kernels)}
+        """JSON-serialisable form: ``exact``, ``fused``, ``kernels`` and ``withdrawn`` (None,
+        or the class, the overridden methods and the base whose declaration they withdrew)."""
+        withdrawn = None
+        if self.withdrawn is not None:
+            owner, methods, base = self.withdrawn
+            withdrawn = {"class": owner, "methods": list(methods), "base": base}
+        return {
+            "exact": dict(self.exact),
+            "fused": list(self.fused),
+            "kernels": list(self.kernels),
+            "withdrawn": withdrawn,
+        }
 
     def refusal(self, cls: type, kind: str, what: str = "an exact model") -> str:
         """Why class ``cls`` has no ``what`` for problem kind ``kind``: the override that
