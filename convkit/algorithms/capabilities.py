@@ -135,25 +135,28 @@ class Capabilities:
             "withdrawn": withdrawn,
         }
 
-    def refusal(self, cls: type, kind: str, what: str = "an exact model") -> str:
-        """Why class ``cls`` has no ``what`` for problem kind ``kind``: the override that
-        withdrew its base's declaration and how to declare one, or what it declares."""
+    def refusal(self, cls: type, kind: str, what: str = "exact model") -> str:
+        """Why class ``cls`` has no ``what`` (``"exact model"`` or ``"fused Local-SGD
+        segments"``) for problem kind ``kind``: the override that withdrew its base's
+        declaration and how to declare one, or what the class declares."""
         name = cls.__name__
+        exact = what == "exact model"
+        example = f"exact={{{kind!r}: <model>}}" if exact else f"fused=({kind!r},)"
         if self.withdrawn is not None:
             owner, methods, base = self.withdrawn
             over = ", ".join(methods)
             who = name if owner == name else f"{name} derives from {owner}, which"
             return (
                 f"{who} overrides {over} of {base}, so it does not inherit {base}'s "
-                f"capabilities ({what} describes {base}'s update, not this one); if {name}'s "
-                f"update still has {base}'s model, declare it on the class: `capabilities = "
-                f"{base}.capabilities` (or convkit.algorithms.capabilities.Capabilities(exact="
-                f"{{{kind!r}: <model>}})); otherwise run it with convkit.simulate"
+                f"capabilities (they describe {base}'s update, not this one); if {name}'s "
+                f"update still has {base}'s {what}, declare it on the class: `capabilities = "
+                f"{base}.capabilities` (or convkit.algorithms.capabilities.Capabilities("
+                f"{example}))" + ("; otherwise run it with convkit.simulate" if exact else "")
             )
-        declared = dict(self.exact) if what == "an exact model" else list(self.fused)
+        declared = f"exact={dict(self.exact)}" if exact else f"fused={self.fused}"
         return (
             f"{name} declares no {what} for problem kind {kind!r} (its class declares "
-            f"{declared}); a class declares it with `capabilities = Capabilities(...)` "
+            f"{declared}); a class declares one with `capabilities = Capabilities({example})` "
             "(convkit.algorithms.capabilities)"
         )
 
