@@ -179,32 +179,56 @@ def _take(batch: Any, workers: int, size: int, P_max: int, b_max: int) -> Any:
 
 @dataclass
 class _Run:
-    """Everything a chunk needs (read-only), and the outputs it writes its slice of."""
+    """Everything a chunk needs (read-only), and the outputs it writes its slice of: the
+    call's plan (problem, algorithms, local steps, replicates, backend, weighted-average
+    shifts and each algorithm's execution path, :mod:`convkit.plan`, read through the
+    properties below, never copied) and what the engine derives from the arguments."""
 
-    problem: Problem
-    algos: list[Algorithm]
-    ns: list[int]
+    #: the call's plan
+    plan: RunPlan
     layouts: list[_Layout]
     tail_starts: list[int]
-    be: Backend
     seed: int
     theta0: np.ndarray
     div_threshold: float
-    R: int
     values: list[np.ndarray]
     diverged: list[np.ndarray]
     #: the outputs hold replicates ``offset ..`` (0 here; a Dask part's first replicate there)
     offset: int = 0
-    #: per algorithm the shift ``tau`` of the weighted averages, or None (not recorded)
-    weight_shifts: tuple[float | None, ...] = ()
-    #: the call's plan: each algorithm's execution path (:mod:`convkit.plan`)
-    plan: RunPlan | None = None
+
+    @property
+    def problem(self) -> Problem:
+        return self.plan.problem
+
+    @property
+    def algos(self) -> tuple[Algorithm, ...]:
+        return self.plan.algorithms
+
+    @property
+    def ns(self) -> tuple[int, ...]:
+        """Each algorithm's local steps ``n``."""
+        return self.plan.steps
+
+    @property
+    def be(self) -> Backend:
+        assert self.plan.backend is not None  # a Monte Carlo plan has its backend
+        return self.plan.backend
+
+    @property
+    def R(self) -> int:
+        assert self.plan.replicates is not None  # a Monte Carlo plan has its replicates
+        return self.plan.replicates
+
+    @property
+    def weight_shifts(self) -> tuple[float | None, ...]:
+        """Per algorithm the shift ``tau`` of the weighted averages, or None (not recorded)."""
+        return self.plan.weight_shifts
 
     def groups(self, which: Sequence[int]) -> list[tuple[str | None, tuple[int, ...]]]:
         """Algorithms ``which`` grouped by their execution path in the plan: ``(None,
         indices)`` for the step-by-step engine first, then ``(kind, indices)`` for the fused
         Local-SGD segments of problem kind ``kind`` (:mod:`convkit._fused_local`)."""
-        names = [None if self.plan is None else self.plan.per_algorithm[i].name for i in which]
+        names = [self.plan.per_algorithm[i].name for i in which]
         out: list[tuple[str | None, tuple[int, ...]]] = []
         for kind in (None, *FUSED_KINDS.values()):
             group = tuple(
@@ -423,24 +447,18 @@ def simulate(
 
     counts = [a.comm_counts(n, d) for a, n in zip(algos, ns, strict=True)]
     run = _Run(
-        problem=problem,
-        algos=algos,
-        ns=ns,
+        plan=run_plan,
         layouts=layouts,
         tail_starts=[int(math.floor(tail * n)) + 1 for n in ns],
-        weight_shifts=shifts,
-        be=be,
         seed=seed,
         theta0=theta0_np,
         # capped at the largest float64: an infinite distance is always a divergence
         div_threshold=min(divergence_factor * max(d0, 1.0), float(np.finfo(np.float64).max)),
-        R=R,
         values=[
             np.full((lay.steps.size, len(lay.iterates), len(lay.metrics), R), np.nan)
             for lay in layouts
         ],
         diverged=[np.zeros(R, dtype=np.int64) for _ in algos],
-        plan=run_plan,
     )
     concurrency = 1 if dask is not None else len(split_blocks(*chunks[0], n_threads))
     clock = Clock(n_max, R, sum(r.size for r in recs), concurrency, progress, LONG_RUN_SECONDS)
