@@ -254,3 +254,25 @@ def test_a_declaration_travels_with_its_class():
     assert type(back).capabilities == Local.capabilities
     assert Local.capabilities.withdrawn == ("ServerMomentumSGD", ("init", "step"), "LocalSGD")
     assert pickle.loads(pickle.dumps(ck.LocalSGD.capabilities)) == ck.LocalSGD.capabilities
+
+
+def test_the_exact_engines_take_the_budget_split_from_the_plan_not_simulate():
+    """Issue 32, item 3: local_steps_of and the budget split live in convkit.plan; no module
+    of convkit/exact imports convkit.simulate (the exact engines sit beside it, not above)."""
+    import ast
+    import sys
+    from pathlib import Path
+
+    import convkit.exact
+    import convkit.plan
+
+    sim = sys.modules["convkit.simulate"]  # the module (convkit.simulate is the function)
+    assert sim.local_steps_of is convkit.plan.local_steps_of
+    assert sim.budget_local_steps is convkit.plan.budget_local_steps
+    for path in Path(convkit.exact.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target = ("." * node.level) + (node.module or "")
+                assert target not in ("..simulate", "convkit.simulate"), path.name
+            elif isinstance(node, ast.Import):
+                assert all(a.name != "convkit.simulate" for a in node.names), path.name
