@@ -21,6 +21,7 @@ from . import problems
 from ._kernel_switch import kernels, kernels_enabled
 from ._version import __version__
 from .algorithms.base import Algorithm
+from .algorithms.federated import FedAdam, FedAvgM
 from .algorithms.local import MBA, OSA, LocalSGD
 from .algorithms.scaffold import SCAFFOLD
 from .backend import Backend
@@ -90,6 +91,8 @@ __all__ = [
     "Result",
     "Rounds",
     "SCAFFOLD",
+    "FedAdam",
+    "FedAvgM",
     "__version__",
     "kernels",
     "kernels_enabled",

@@ -9,7 +9,10 @@ shapes; the base-class row selection round-trips (``concat_rows`` of ``select_ro
 the state, bit for bit) and commutes with ``models``; the metrics ``extra_metrics`` returns
 are exactly those ``metric_names`` declares, in order, each of shape ``(R,)``; the
 communication counts are non-decreasing integers of length ``n`` and ``comm_counts_at``
-agrees with them; and a two-block ``simulate`` run records every declared metric.
+agrees with them; and a two-block ``simulate`` run records every declared metric.  Every
+identity a registered class declares (``identities``,
+:class:`convkit.algorithms.capabilities.Identity`) is checked on heterogeneous least squares
+and logistic regression, built from the class's small parameters below.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ ALGORITHM_PARAMS = {
     "dpsgd": dict(topology=T.ring(P), step=STEP),
     "ecdpsgd": dict(topology=T.ring(P), step=STEP, compressor=RandK(fraction=0.5, scaled=True)),
     "error_feedback_sgd": dict(workers=P, step=STEP, compressor="top-k:0.5"),
+    "fed_adam": dict(workers=P, step=STEP, comm="every:2", server_lr=0.05),
+    "fed_avg_m": dict(workers=P, step=STEP, comm="every:2", beta=0.5),
     "local_sgd": dict(workers=P, step=STEP, comm="every:2", batch=2),
     "mba": dict(workers=P, step=STEP),
     "osa": dict(workers=P, step=STEP),
@@ -197,6 +202,60 @@ def test_two_block_runs_record_every_declared_metric(algo_name, algo):
     declared = set(algo.metric_names(problem)) | set(getattr(problem, "node_metrics", ()))
     assert declared == set(res.frame.loc[res.frame["iterate"] == "state", "metric"])
     assert res.frame["count"].max() == 260
+
+
+# ------------------------------------------------------------------ declared identities
+
+
+def _declaring() -> list[tuple[str, type, dict]]:
+    """Every registered algorithm class that declares identities, with the small parameters
+    of its first kind in ALGORITHM_PARAMS (MBA and OSA are LocalSGD: one entry)."""
+    out: dict[type, tuple[str, dict]] = {}
+    for name, algo in _algorithms():
+        if type(algo).identities and type(algo) not in out:
+            out[type(algo)] = (name, ALGORITHM_PARAMS[name])
+    return [(name, cls, params) for cls, (name, params) in out.items()]
+
+
+def _identity_cases() -> list[tuple[str, type, dict, object]]:
+    return [
+        (f"{cls.__name__}: {ident.claim}", cls, params, ident)
+        for _, cls, params in _declaring()
+        for ident in cls.identities
+    ]
+
+
+def test_the_declared_identities_cover_the_families():
+    claims = {case[0] for case in _identity_cases()}
+    for cls in ("LocalSGD", "FedAvgM", "SCAFFOLD"):
+        assert any(c.startswith(f"{cls}: ") for c in claims), (cls, claims)
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        ck.HeterogeneousLeastSquares(D, P, 1.0, spectrum="1/i", noise=0.5, seed=1),
+        ck.LogisticRegression.gaussian(D, eval_size=256),
+    ],
+    ids=["heterogeneous_least_squares", "logistic"],
+)
+@pytest.mark.parametrize(
+    "claim, cls, params, identity", _identity_cases(), ids=[c[0] for c in _identity_cases()]
+)
+def test_every_declared_identity_holds(claim, cls, params, identity, problem):
+    """The class built with the identity's settings computes what its reference computes on
+    the same samples: bit for bit (``rtol = 0``) or to the declared rounding, every recorded
+    value, each algorithm alone in its call."""
+    algo = cls(**{**params, **identity.settings})
+    ref = identity.reference(algo)
+    kw = dict(steps=40, replicates=32, seed=3, threads=1)
+    mine = ck.simulate(problem, algo, **kw).values[algo.label].values
+    theirs = ck.simulate(problem, ref, **kw).values[ref.label].values
+    assert np.isfinite(mine[~np.isnan(mine)]).all()
+    if identity.rtol == 0:
+        np.testing.assert_array_equal(mine, theirs)
+    else:
+        np.testing.assert_allclose(mine, theirs, rtol=identity.rtol, atol=1e-14)
 
 
 # ------------------------------------------------------------------ user-defined states

@@ -46,6 +46,8 @@ def _every_algorithm() -> list[tuple[str, object]]:
         ("MBA", algs.MBA(4, step)),
         ("OSA", algs.OSA(4, step)),
         ("SCAFFOLD", algs.SCAFFOLD(4, step, "every:5", server_step=0.5)),
+        ("FedAvgM", algs.FedAvgM(4, step, "every:5", beta=0.5, server_lr=0.8)),
+        ("FedAdam", algs.FedAdam(4, step, "every:5", beta1=0.8, tau=0.01)),
         ("DPSGD", algs.DPSGD(topo, step)),
         ("DCDPSGD", algs.DCDPSGD(topo, step, comp, allow_biased=True)),
         ("ECDPSGD", algs.ECDPSGD(topo, step, comp, allow_biased=True, copies_start="zero")),

@@ -128,7 +128,7 @@ def test_every_exported_algorithm_declares_its_capabilities_on_the_class():
 
     dec = pytest.importorskip("convkit.algorithms.decentralized")
     classes = [ck.LocalSGD, ck.SCAFFOLD, ck.ErrorFeedbackSGD, dec.DPSGD, dec.DCDPSGD,
-               dec.ECDPSGD, dec.CHOCOSGD, dec.DeepSqueeze]  # fmt: skip
+               dec.ECDPSGD, dec.CHOCOSGD, dec.DeepSqueeze, ck.FedAvgM, ck.FedAdam]  # fmt: skip
     for cls in classes:
         assert isinstance(cls.capabilities, Capabilities), cls
         assert "capabilities" in vars(cls) or cls.capabilities.exact == {}, cls
@@ -140,6 +140,12 @@ def test_every_exported_algorithm_declares_its_capabilities_on_the_class():
     assert ck.SCAFFOLD.capabilities.exact_model("least_squares") is None
     assert set(ck.LocalSGD.capabilities.fused) == {"logistic", "least_squares"}
     assert ck.SCAFFOLD.capabilities.fused == ()
+    # the server-update variants: Local-SGD's compiled step, neither its exact model nor its
+    # fused segments (which average); their identities are their own
+    for cls in (ck.FedAvgM, ck.FedAdam):
+        assert cls.capabilities.exact == {} and cls.capabilities.fused == ()
+        assert cls.capabilities.kernels == ck.LocalSGD.capabilities.kernels
+    assert ck.FedAdam.identities == () and ck.FedAvgM.identities != ck.LocalSGD.identities
 
 
 def test_an_instance_attribute_named_like_a_model_grants_nothing():

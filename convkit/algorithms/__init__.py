@@ -1,4 +1,4 @@
-"""Algorithms: the Local-SGD family, SCAFFOLD, the decentralized family and error feedback.
+"""Algorithms: the Local-SGD family (with its federated variants FedAvgM and FedAdam), SCAFFOLD, the decentralized family and error feedback.
 
 The decentralized classes are imported on first use (they need networkx and scipy).
 """
@@ -9,6 +9,7 @@ import importlib
 from typing import Any
 
 from .base import Algorithm
+from .federated import FedAdam, FedAvgM
 from .local import MBA, OSA, LocalSGD
 from .scaffold import SCAFFOLD
 
@@ -22,7 +23,7 @@ _LAZY = {
     "ErrorFeedbackSGD": "feedback",
 }
 
-__all__ = ["MBA", "OSA", "SCAFFOLD", "Algorithm", "LocalSGD", *_LAZY]
+__all__ = ["MBA", "OSA", "SCAFFOLD", "Algorithm", "FedAdam", "FedAvgM", "LocalSGD", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -33,17 +33,26 @@ Local-SGD family's second-moment recursion), ``"dpsgd"``, ``"choco"``, ``"deep_s
 :class:`~convkit.algorithms.decentralized.CHOCOSGD` and
 :class:`~convkit.algorithms.decentralized.DeepSqueeze`.  A declaration is a statement about
 the mathematics: the engines trust it, so a class declares only the model of its own update.
+
+A class also declares the *identities* its mathematics implies (``identities``, a tuple of
+:class:`Identity`, the pattern of diffrax's ``order()`` on a solver class): with some
+settings it computes exactly what another algorithm computes (``FedAvgM`` with ``beta = 0``
+is Local-SGD; one local step per round is mini-batch averaging).  Identities are withdrawn
+with the capabilities (a subclass that changes the update declares its own), and
+``tests/test_algorithm_contract.py`` checks every declared identity of every registered
+algorithm class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
     "EXACT_MODELS",
     "FUSED_KINDS",
+    "Identity",
     "PROBLEM_KINDS",
     "UPDATE_METHODS",
     "Capabilities",
@@ -161,10 +170,32 @@ class Capabilities:
         )
 
 
+@dataclass(frozen=True)
+class Identity:
+    """A declared identity (module docstring): the class built with ``settings`` (constructor
+    arguments, over an instance's own) computes what ``reference(algo)`` computes, on every
+    problem and with the same samples: bit for bit when ``rtol == 0``, else to relative
+    rounding ``rtol``.  ``claim`` states it in words, ``source`` where it comes from."""
+
+    claim: str
+    settings: Mapping[str, Any]
+    reference: Callable[[Any], Any]
+    rtol: float = 0.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", dict(self.settings))
+        if not callable(self.reference):
+            raise TypeError(f"reference must build the equal algorithm, got {self.reference!r}")
+
+
 def withdraw_on_override(cls: type, update_methods: tuple[str, ...] = UPDATE_METHODS) -> None:
     """Called for every new subclass (``Algorithm.__init_subclass__``): a class that declares
     no ``capabilities`` of its own but overrides one of ``update_methods`` gets its inherited
-    declaration withdrawn (module docstring)."""
+    declaration withdrawn (module docstring), and one that declares no ``identities`` of its
+    own loses the inherited ones."""
+    if "identities" not in vars(cls) and any(m in vars(cls) for m in update_methods):
+        cls.identities = ()  # type: ignore[attr-defined]
     if "capabilities" in vars(cls):
         caps = vars(cls)["capabilities"]
         if not isinstance(caps, Capabilities):

@@ -12,6 +12,14 @@ average ``(1/P) sum_i theta_i``.  The schedule alone distinguishes
 * Local-SGD (:class:`~convkit.schedules.Every`, :class:`~convkit.schedules.Rounds`, ...);
 * one-shot averaging (OSA, :class:`~convkit.schedules.Final`): one round.
 
+The round's end is a *server update* (:mod:`convkit.algorithms.server`), an optax-style
+transform of the pseudo-gradient ``g = x - (1/P) sum_i theta_i`` (``x``: the model the round
+started from) after which every worker restarts from ``x + u``.  Local-SGD's own is
+:func:`~convkit.algorithms.server.average` (``u = -g``: the workers' mean, computed as above
+without ``x``); a variant overrides :meth:`LocalSGD.server_update` (FedAvg with server
+momentum and FedAdam, :mod:`convkit.algorithms.federated`), which withdraws Local-SGD's exact
+model and fused segments (:mod:`convkit.algorithms.capabilities`).
+
 The estimator is the Polyak-Ruppert average of the worker mean (computed by the engine).
 Communication accounting: a round is an all-reduce in which each of the ``P`` workers sends
 its model (``d`` floats of ``float_bits`` bits) once: ``P`` messages and ``P d float_bits``
@@ -30,9 +38,10 @@ from ..schedule_spec import comm_from_spec
 from ..schedules import CommSchedule, EveryStep, Final, StepSize
 from ..validation import check_int
 from .base import Algorithm
-from .capabilities import Capabilities
+from .capabilities import UPDATE_METHODS, Capabilities, Identity
+from .server import ServerUpdate, average
 
-__all__ = ["MBA", "OSA", "LocalSGD", "LocalState"]
+__all__ = ["MBA", "OSA", "LocalSGD", "LocalState", "ServerState"]
 
 
 @dataclass
@@ -41,6 +50,21 @@ class LocalState:
 
     theta: Any
     mean: Any
+
+
+@dataclass
+class ServerState(LocalState):
+    """:class:`LocalState` plus the server's model ``x`` (R, d), the model the round started
+    from, and the state of the server update (a tree of (R, d) arrays, or None)."""
+
+    x: Any = None
+    server: Any = None
+
+
+def mba_of(algo: Algorithm) -> LocalSGD:
+    """Mini-batch averaging with ``algo``'s workers, step sizes and batch (the reference of
+    the identities that end at MBA)."""
+    return MBA(algo.workers, algo.step_size, algo.batch)
 
 
 class LocalSGD(Algorithm):
@@ -70,6 +94,20 @@ class LocalSGD(Algorithm):
         fused=("logistic", "least_squares"),
         kernels=("sgd-update",),
     )
+    identities = (
+        Identity(
+            "one local step per round (every:1) is mini-batch averaging",
+            {"comm": "every:1"},
+            mba_of,
+            source="the schedules' masks: Every(1) communicates after every step, as EveryStep",
+        ),
+    )
+    #: the update is also the server's transform of the round (overriding it withdraws the
+    #: exact model and the fused segments, which average)
+    update_methods = (*UPDATE_METHODS, "server_update")
+    #: the instance's settings its label and description show besides P, b and comm
+    #: (a variant's server parameters)
+    shown_settings: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -85,20 +123,46 @@ class LocalSGD(Algorithm):
         self.comm.check_step(step)
         self.float_bits = check_int("float_bits", float_bits, low=1)
 
+    def server_update(self) -> ServerUpdate:
+        """The server's transform of the round's pseudo-gradient
+        (:mod:`convkit.algorithms.server`): :func:`~convkit.algorithms.server.average`, the
+        workers' mean.  A variant of the family overrides this method only."""
+        return average()
+
     def prepare(self, n: int) -> None:
         super().prepare(n)
         self.comm.validate(n)
         self._comm_mask = self.comm.mask(n)
+        self._server = self.server_update()
 
     def init(self, theta0: Any, stream: Any) -> LocalState:
         xp = namespace_of(theta0)
-        return LocalState(theta0, xp.mean(theta0, axis=1))
+        mean = xp.mean(theta0, axis=1)
+        server = self.server_update()
+        if server.averages:
+            return LocalState(theta0, mean)
+        x = xp.asarray(mean, copy=True)
+        return ServerState(theta0, mean, x, server.init(x))
 
     def step(self, state: LocalState, oracle: Any, k: int, stream: Any) -> LocalState:
         oracle.sgd_update(state.theta, self.gamma(k), mean=state.mean)
-        if self._comm_mask[k - 1] and self.workers > 1:
-            state.theta[...] = state.mean[:, None, :]
+        if self._comm_mask[k - 1]:
+            if self._server.averages:
+                if self.workers > 1:
+                    state.theta[...] = state.mean[:, None, :]
+            else:
+                self._server_round(state)
         return state
+
+    def _server_round(self, state: ServerState) -> None:
+        """The server update at a round's end (:mod:`convkit.algorithms.server`): ``g = x -
+        mean``, ``(u, s) = update(g, s)``, ``x <- mean + (u + g)`` (= ``x + u``), every
+        worker restarts from ``x``."""
+        g = state.x - state.mean
+        u, state.server = self._server.update(g, state.server)
+        state.x = state.mean + (u + g)
+        state.theta[...] = state.x[:, None, :]
+        state.mean[...] = state.x
 
     def models(self, state: LocalState) -> Any:
         return state.theta
@@ -117,10 +181,16 @@ class LocalSGD(Algorithm):
         return {"rounds": rounds, "messages": messages, "bits": messages * d * self.float_bits}
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "comm": self.comm.describe()}
+        out = {**super().describe(), "comm": self.comm.describe()}
+        server = self.server_update()
+        if not server.averages:
+            out.update({k: getattr(self, k) for k in self.shown_settings})
+            out["server"] = server.describe()
+        return out
 
     def default_label(self) -> str:
-        return f"LocalSGD(P={self.workers}, b={self.batch}, {self.comm.label})"
+        shown = "".join(f", {k}={getattr(self, k):g}" for k in self.shown_settings)
+        return f"{type(self).__name__}(P={self.workers}, b={self.batch}, {self.comm.label}{shown})"
 
 
 def MBA(workers: int, step: StepSize, batch: int = 1, name: str | None = None) -> LocalSGD:

@@ -56,7 +56,8 @@ from ..schedule_spec import comm_from_spec
 from ..schedules import CommSchedule, StepSize
 from ..validation import check_int, check_real
 from .base import Algorithm
-from .capabilities import Capabilities
+from .capabilities import Capabilities, Identity
+from .local import mba_of
 
 __all__ = ["SCAFFOLD", "ScaffoldState"]
 
@@ -100,6 +101,16 @@ class SCAFFOLD(Algorithm):
     #: no exact model, no fused segments: step by step (its gradients through the problem's
     #: oracle, compiled where the problem has a kernel)
     capabilities = Capabilities()
+    identities = (
+        Identity(
+            "communicating after every step with server_step = 1 is mini-batch averaging",
+            {"comm": "mba", "server_step": 1.0},
+            mba_of,
+            rtol=1e-9,
+            source="module docstring: the corrections average to zero over the nodes (to "
+            "rounding: the correction is computed, not cancelled)",
+        ),
+    )
 
     def __init__(
         self,

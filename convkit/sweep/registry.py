@@ -247,6 +247,7 @@ _LAZY_MODULES = (
     ("problem", "convkit.problems.heterogeneous_logistic"),
     ("algorithm", "convkit.algorithms.decentralized"),
     ("algorithm", "convkit.algorithms.scaffold"),
+    ("algorithm", "convkit.algorithms.federated"),
     ("algorithm", "convkit.algorithms.feedback"),
 )
 
