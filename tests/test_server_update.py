@@ -199,3 +199,23 @@ def test_a_subclass_that_overrides_the_server_update_loses_local_sgds_models():
         ck.exact.expected_error(_problem(), HalfStep(4, STEP, "every:5"), steps=50)
     res = ck.simulate(_problem(), HalfStep(4, STEP, "every:5"), steps=40, replicates=8, seed=1)
     assert res.meta["path"]["name"] == "compiled-steps"
+
+
+def test_the_command_line_runs_the_variants(capsys):
+    """``convkit simulate --algorithm fedavgm``: momentum 0 with server step 1 prints Local-SGD's
+    table; a bad --tau is one line naming the option."""
+    from convkit.cli import main
+
+    base = ["simulate", "--d", "3", "--workers", "2", "--gradients", "200", "--replicates", "4",
+            "--comm", "every:5"]  # fmt: skip
+    tables = []
+    for extra in ([], ["--algorithm", "fedavgm", "--beta", "0", "--server-lr", "1"],
+                  ["--algorithm", "fedavgm", "--beta", "0.5"], ["--algorithm", "fedadam"]):  # fmt: skip
+        assert main(base + extra) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[0] == tables[1] and tables[2] != tables[0] and tables[3] != tables[0]
+    with pytest.raises(SystemExit) as info:
+        main(base + ["--algorithm", "fedadam", "--tau", "0"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--tau" in err and "(0, inf)" in err and len(err.strip().splitlines()) == 1

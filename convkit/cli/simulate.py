@@ -1,5 +1,6 @@
-"""The ``convkit simulate`` command line: one Local-SGD run on a Gaussian least-squares
-problem, its averaged-iterate curve printed as a table.
+"""The ``convkit simulate`` command line: one Local-SGD run (or one of its federated variants,
+FedAvgM and FedAdam, :mod:`convkit.algorithms.federated`) on a Gaussian least-squares problem,
+its averaged-iterate curve printed as a table.
 
 Every option is documented by ``convkit simulate --help`` (meaning, default, allowed values).
 A bad value is answered by one line on stderr naming the option, the value and what is allowed,
@@ -97,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = OneLineParser(
         prog=PROG,
-        description="One Local-SGD run on a Gaussian least-squares problem; prints the curve of "
+        description="One Local-SGD run (--algorithm: or FedAvgM, FedAdam) on a Gaussian "
+        "least-squares problem; prints the curve of "
         "the Polyak-Ruppert averaged iterate as a table, one row per record step: step (local "
         "steps k), gradients (k P), rounds (communication rounds up to step k), METRIC_avg "
         "(the mean over replicates of --metric at the averaged iterate, e.g. hnorm2_avg), se "
@@ -124,6 +126,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="standard deviation of the additive label noise; number >= 0",
     )
     opt("--workers", "number of workers P; integer >= 1", type=pos, default=8)
+    opt(
+        "--algorithm",
+        choices=tuple(ALGORITHMS),
+        default="local_sgd",
+        help="'local_sgd' (the workers' mean at each round), 'fedavgm' (FedAvg with server "
+        "momentum --beta and server step --server-lr) or 'fedadam' (server Adam of Reddi et "
+        "al. 2021 with --server-lr and --tau)",
+    )
+    opt(
+        "--beta",
+        type=_real("[0, 1)", lambda v: 0 <= v < 1),
+        default=0.9,
+        help="server momentum of --algorithm fedavgm; number in [0, 1) (0 with --server-lr 1: "
+        "Local-SGD)",
+    )
+    opt(
+        "--server-lr",
+        type=_real("(0, inf)", lambda v: v > 0),
+        default=None,
+        help="server step of --algorithm fedavgm or fedadam; number > 0 (unset: the class's "
+        "default, 1 for FedAvgM, 0.1 for FedAdam)",
+    )
+    opt(
+        "--tau",
+        type=_real("(0, inf)", lambda v: v > 0),
+        default=1e-3,
+        help="degree of adaptivity tau of --algorithm fedadam (v_0 = tau^2); number > 0",
+    )
     opt(
         "--comm",
         type=_comm,
@@ -187,7 +217,21 @@ def build_parser() -> argparse.ArgumentParser:
 # library parameter name (start of its error message) -> option, per stage
 _PROBLEM = {"d": "--d", "spectrum": "--spectrum", "noise": "--noise", "seed": "--seed"}
 _STEP = {"C": "--C", "alpha": "--alpha"}
-_ALGO = {"workers": "--workers", "comm": "--comm", "H": "--comm", "N": "--comm"}
+_ALGO = {
+    "workers": "--workers",
+    "comm": "--comm",
+    "H": "--comm",
+    "N": "--comm",
+    "beta": "--beta",
+    "server_lr": "--server-lr",
+    "tau": "--tau",
+}
+#: --algorithm -> (class name in convkit, the options it reads besides workers and comm)
+ALGORITHMS = {
+    "local_sgd": ("LocalSGD", ()),
+    "fedavgm": ("FedAvgM", ("beta", "server_lr")),
+    "fedadam": ("FedAdam", ("server_lr", "tau")),
+}
 _RUN = {
     "gradients": "--gradients",
     "replicates": "--replicates",
@@ -227,7 +271,14 @@ def _build(args: argparse.Namespace) -> tuple[Any, Any]:
         lambda: ck.LeastSquares.gaussian(args.d, args.spectrum, args.noise, seed=args.seed),
     )
     step = _stage(args, _STEP, "--alpha", lambda: ck.PolyDecay(args.C, args.alpha))
-    algo = _stage(args, _ALGO, "--comm", lambda: ck.LocalSGD(args.workers, step, comm=args.comm))
+    cls, reads = ALGORITHMS[args.algorithm]
+    settings = {k: getattr(args, k) for k in reads if getattr(args, k) is not None}
+    algo = _stage(
+        args,
+        _ALGO,
+        "--comm",
+        lambda: getattr(ck, cls)(args.workers, step, comm=args.comm, **settings),
+    )
     return prob, algo
 
 
