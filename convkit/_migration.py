@@ -1,4 +1,4 @@
-"""Pointers from removed public names to their successors: the one table of them.
+"""Pointers from removed or moved public names to their successors: the one table of them.
 
 A name removed from convkit's public API (a renamed class, a schedule kind) stays here with
 its successor and what changed, so that ``convkit.AdaptiveRounds`` raises an
@@ -36,6 +36,13 @@ REMOVED_NAMES: dict[str, Removed] = {
         "same arguments (N, step, mu, L, dist0, noise) and the same positions; its schedule "
         "kind is drift_clock_rounds (was adaptive_rounds) and its Local-SGD label drift_clock",
     ),
+    "main": Removed(
+        successor="convkit.cli.sweep.main",
+        modules=("convkit.sweep",),
+        change="the command line belongs to the front ends (convkit/cli/), and the sweep "
+        "package no longer imports them; same arguments, and `convkit sweep` and "
+        "`python -m convkit.sweep` run it as before",
+    ),
 }
 
 #: removed schedule kind (table or string spec) -> (successor kind, what changed)
@@ -51,7 +58,12 @@ def missing_attribute(module: str, name: str) -> AttributeError:
     """The ``AttributeError`` of ``module.name``: with the pointer of :data:`REMOVED_NAMES`
     when ``name`` was removed from ``module``, Python's usual message otherwise."""
     removed = REMOVED_NAMES.get(name)
-    if removed is not None and module in removed.modules:
+    if removed is not None and module in removed.modules and "." in removed.successor:
+        text = (
+            f"module {module!r} has no attribute {name!r}: {name} moved to "
+            f"{removed.successor}: {removed.change}"
+        )
+    elif removed is not None and module in removed.modules:
         text = (
             f"module {module!r} has no attribute {name!r}: {name} was renamed "
             f"{removed.successor} ({module}.{removed.successor}): {removed.change}"

@@ -17,6 +17,7 @@ import pytest
 
 import convkit
 from convkit import sweep as sw
+from convkit.cli.sweep import main as sweep_cli
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sweep_example.toml"
 
@@ -559,27 +560,37 @@ def test_main_runs_and_reports(tmp_path, capsys):
     spec = tmp_path / "s.toml"
     spec.write_text(BASE_TOML)
     out = tmp_path / "out"
-    assert sw.main([str(spec), "--out", str(out), "--jobs", "1", "--quiet"]) == 0
+    assert sweep_cli([str(spec), "--out", str(out), "--jobs", "1", "--quiet"]) == 0
     assert "2 computed, 0 reused" in capsys.readouterr().out
-    assert sw.main([str(spec), "--out", str(out), "--quiet", "--dry-run"]) == 0
+    assert sweep_cli([str(spec), "--out", str(out), "--quiet", "--dry-run"]) == 0
     assert "2 configurations (2 cached)" in capsys.readouterr().out
-    assert sw.main([str(spec), "--out", str(out), "--quiet"]) == 0
+    assert sweep_cli([str(spec), "--out", str(out), "--quiet"]) == 0
     assert "0 computed, 2 reused from cache" in capsys.readouterr().out
     assert len(sw.load(out).frame) > 0
+
+
+def test_the_command_line_moved_to_the_front_ends():
+    """``convkit.sweep.main`` made the sweep package import the command line (layer 5 -> 6);
+    it is ``convkit.cli.sweep.main``, and the old name says so."""
+    with pytest.raises(AttributeError, match=r"main moved to convkit\.cli\.sweep\.main"):
+        sw.main  # noqa: B018
+    with pytest.raises(AttributeError, match=r"has no attribute 'nothing'$"):
+        sw.nothing  # noqa: B018
+    assert "main" not in sw.__all__
 
 
 def test_main_errors(tmp_path, capsys, monkeypatch):
     spec = tmp_path / "s.toml"
     spec.write_text(BASE_TOML.replace("d = 4", "d = 4.5"))
-    assert sw.main([str(spec), "--out", str(tmp_path / "o")]) == 2
+    assert sweep_cli([str(spec), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "invalid spec" in err and "line 7" in err and "problem.d" in err
-    assert sw.main([str(tmp_path / "missing.toml"), "--out", str(tmp_path / "o")]) == 2
-    assert sw.main([str(spec)]) == 2  # --out is required
-    assert sw.main([str(spec), "--out", "o", "--dask", "--scheduler", "tcp://x:1"]) == 2
+    assert sweep_cli([str(tmp_path / "missing.toml"), "--out", str(tmp_path / "o")]) == 2
+    assert sweep_cli([str(spec)]) == 2  # --out is required
+    assert sweep_cli([str(spec), "--out", "o", "--dask", "--scheduler", "tcp://x:1"]) == 2
     spec.write_text(BASE_TOML.replace("gradients = 64", "gradients = 63"))
     # a value error is a spec error (before anything runs), not a failed configuration
-    assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet"]) == 2
+    assert sweep_cli([str(spec), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet"]) == 2
     assert "gradients must be a multiple" in capsys.readouterr().err
     # a configuration failing at run time: exit status 1
 
@@ -589,7 +600,7 @@ def test_main_errors(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr("convkit.sweep.runner._serial", failing)
     spec.write_text(BASE_TOML)
-    assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet"]) == 1
+    assert sweep_cli([str(spec), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet"]) == 1
     assert "FAILED" in capsys.readouterr().out
 
 

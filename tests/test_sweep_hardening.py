@@ -17,6 +17,7 @@ import pytest
 from sweep_helpers import tiny_spec
 
 from convkit import sweep as sw
+from convkit.cli.sweep import main as sweep_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,10 +102,10 @@ def test_cli_dry_run_rejects_unknown_metric(tmp_path, capsys):
             """
         )
     )
-    assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    assert sweep_cli([str(spec), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "record.metrics" in err and "'foo'" in err and "line 12" in err
-    assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--quiet", "--jobs", "1"]) == 2
+    assert sweep_cli([str(spec), "--out", str(tmp_path / "o"), "--quiet", "--jobs", "1"]) == 2
     assert not (tmp_path / "o" / "frame.parquet").exists()
 
 
@@ -141,7 +142,7 @@ def test_bad_values_are_one_spec_error_with_counts(tmp_path, capsys):
             """
         )
     )
-    assert sw.main([str(path), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    assert sweep_cli([str(path), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("n_record must be in [1, inf), got 0") == 1 and "3 configurations" in err
 
@@ -161,10 +162,10 @@ def test_another_sweep_into_an_existing_out_is_refused(tmp_path, capsys):
     # the command line: exit 2, one line naming the directory; --overwrite replaces
     spec = tmp_path / "s.toml"
     spec.write_text(SLOW_TOML.replace("steps = 40000", "steps = 20"))
-    assert sw.main([str(spec), "--out", str(out), "--quiet", "--jobs", "1"]) == 2
+    assert sweep_cli([str(spec), "--out", str(out), "--quiet", "--jobs", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert str(out) in err and "--overwrite" in err and len(err.splitlines()) == 1
-    assert sw.main([str(spec), "--out", str(out), "--quiet", "--jobs", "1", "--overwrite"]) == 0
+    assert sweep_cli([str(spec), "--out", str(out), "--quiet", "--jobs", "1", "--overwrite"]) == 0
 
 
 def test_concurrent_sweep_on_one_directory_fails_at_once(tmp_path, capsys):
@@ -193,7 +194,7 @@ def test_concurrent_sweep_on_one_directory_fails_at_once(tmp_path, capsys):
         assert not (out / "cache").exists()  # nothing computed
         spec = tmp_path / "s.toml"
         spec.write_text(SLOW_TOML.replace("steps = 40000", "steps = 20"))
-        assert sw.main([str(spec), "--out", str(out), "--quiet", "--jobs", "1"]) == 2
+        assert sweep_cli([str(spec), "--out", str(out), "--quiet", "--jobs", "1"]) == 2
         err = capsys.readouterr().err
         assert f"pid {holder.pid}" in err and str(out) in err
     finally:
@@ -277,7 +278,7 @@ def test_damaged_sweep_json_is_a_one_line_error(tmp_path, capsys):
         quiet(tiny_spec(), out)
     spec = tmp_path / "s.toml"
     spec.write_text(SLOW_TOML.replace("steps = 40000", "steps = 20"))
-    assert sw.main([str(spec), "--out", str(out), "--quiet", "--jobs", "1"]) == 2
+    assert sweep_cli([str(spec), "--out", str(out), "--quiet", "--jobs", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "sweep.json" in err and len(err.splitlines()) == 1
     assert quiet(tiny_spec(), out, overwrite=True).summary.cached == 6
@@ -288,7 +289,7 @@ def test_binary_spec_file_is_a_spec_error(tmp_path, capsys):
     spec.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01")
     with pytest.raises(sw.SpecError, match=rf"{spec}.*not UTF-8 text"):
         sw.Sweep.from_toml(spec)
-    assert sw.main([str(spec), "--out", str(tmp_path / "o")]) == 2
+    assert sweep_cli([str(spec), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert str(spec) in err and len(err.splitlines()) == 1
 
@@ -346,7 +347,7 @@ def test_dry_run_checks_the_workers_of_a_problem_with_nodes(tmp_path, capsys):
             """
         )
     )
-    assert sw.main([str(spec), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    assert sweep_cli([str(spec), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "HeterogeneousLeastSquares has 4 nodes" in err, err
     assert "workers = 8" in err and "1 configuration" in err, err
@@ -392,7 +393,10 @@ def test_imports_shows_a_modules_syntax_error(tmp_path, monkeypatch, as_path):
     monkeypatch.syspath_prepend(str(tmp_path))
     spec = tiny_spec()
     spec["imports"] = [str(bad) if as_path else "broken_v33"]
-    with pytest.raises(sw.SpecError, match=r"cannot import module .*broken_v33.*SyntaxError"
-                       r".*broken_v33\.py.*line 2.*def f\(:"):
+    with pytest.raises(
+        sw.SpecError,
+        match=r"cannot import module .*broken_v33.*SyntaxError"
+        r".*broken_v33\.py.*line 2.*def f\(:",
+    ):
         sw.Sweep.from_dict(spec)
     sys.modules.pop("broken_v33", None)

@@ -106,12 +106,13 @@ column per grid key (named by the key; ``grid.<key>`` if it collides with a resu
 tables and lists as JSON text) and the :data:`convkit.result.FRAME_COLUMNS`.  Files are
 created with the user's umask (``0o666 & ~umask``).  ``<out>/sweep.json``:
 the spec, every configuration with its status, the summary and versions.  :func:`load` reads
-both back.  The CLI is :func:`main` (``convkit sweep`` / ``python -m convkit.sweep``).
+both back.  The command line is :func:`convkit.cli.sweep.main` (``convkit sweep`` / ``python -m
+convkit.sweep``): the front ends import the sweep package, never the reverse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 # names outside __all__ are re-exported (``as`` form) for tests and tools; to monkeypatch a
 # private function, patch the submodule that looks it up (``convkit.sweep.runner._serial``)
@@ -151,19 +152,13 @@ __all__ = [
     "kinds",
     "load",
     "load_spec",
-    "main",
     "register",
     "resolve",
     "run",
 ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR] [--quiet]``.
+def __getattr__(name: str) -> Any:
+    from convkit._migration import missing_attribute
 
-    Exit status: 0 when every configuration succeeded, 1 when some failed, 2 for an invalid
-    spec or command line.  Implemented in :mod:`convkit.cli.sweep`.
-    """
-    from convkit.cli.sweep import main as _main
-
-    return _main(argv)
+    raise missing_attribute(__name__, name)
