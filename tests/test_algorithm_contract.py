@@ -11,7 +11,7 @@ are exactly those ``metric_names`` declares, in order, each of shape ``(R,)``; t
 communication counts are non-decreasing integers of length ``n`` and ``comm_counts_at``
 agrees with them; and a two-block ``simulate`` run records every declared metric.  Every
 identity a registered class declares (``identities``,
-:class:`convkit.algorithms.capabilities.Identity`) is checked on heterogeneous least squares
+:class:`convkit.algorithms.capabilities.AlgorithmIdentity`) is checked on heterogeneous least squares
 and logistic regression, built from the class's small parameters below.
 """
 

@@ -39,7 +39,7 @@ from ..backend import namespace_of
 from ..problems.base import GradientOracle, Problem
 from ..schedules import StepSize
 from ..validation import check_int
-from .capabilities import UPDATE_METHODS, Capabilities, Identity, withdraw_on_override
+from .capabilities import UPDATE_METHODS, AlgorithmIdentity, Capabilities, withdraw_on_override
 
 __all__ = ["Algorithm", "algorithm_list", "concat_state_rows", "select_state_rows"]
 
@@ -128,10 +128,10 @@ class Algorithm(ABC):
     #: :data:`update_methods` without declaring its own gets none
     capabilities: ClassVar[Capabilities] = Capabilities()
     #: the identities its mathematics implies (with some settings it computes what another
-    #: algorithm computes; :class:`convkit.algorithms.capabilities.Identity`), checked for
+    #: algorithm computes; :class:`convkit.algorithms.capabilities.AlgorithmIdentity`), checked for
     #: every registered class by ``tests/test_algorithm_contract.py``; withdrawn with the
     #: capabilities
-    identities: ClassVar[tuple[Identity, ...]] = ()
+    identities: ClassVar[tuple[AlgorithmIdentity, ...]] = ()
     #: the methods that define the update (overriding one withdraws inherited capabilities)
     update_methods: ClassVar[tuple[str, ...]] = UPDATE_METHODS
 

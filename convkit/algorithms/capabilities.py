@@ -35,7 +35,7 @@ Local-SGD family's second-moment recursion), ``"dpsgd"``, ``"choco"``, ``"deep_s
 the mathematics: the engines trust it, so a class declares only the model of its own update.
 
 A class also declares the *identities* its mathematics implies (``identities``, a tuple of
-:class:`Identity`, the pattern of diffrax's ``order()`` on a solver class): with some
+:class:`AlgorithmIdentity`, the pattern of diffrax's ``order()`` on a solver class): with some
 settings it computes exactly what another algorithm computes (``FedAvgM`` with ``beta = 0``
 is Local-SGD; one local step per round is mini-batch averaging).  Identities are withdrawn
 with the capabilities (a subclass that changes the update declares its own), and
@@ -52,7 +52,7 @@ from typing import Any
 __all__ = [
     "EXACT_MODELS",
     "FUSED_KINDS",
-    "Identity",
+    "AlgorithmIdentity",
     "PROBLEM_KINDS",
     "UPDATE_METHODS",
     "Capabilities",
@@ -171,7 +171,7 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
-class Identity:
+class AlgorithmIdentity:
     """A declared identity (module docstring): the class built with ``settings`` (constructor
     arguments, over an instance's own) computes what ``reference(algo)`` computes, on every
     problem and with the same samples: bit for bit when ``rtol == 0``, else to relative

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..schedules import CommSchedule, StepSize
 from ..validation import check_real
-from .capabilities import Capabilities, Identity
+from .capabilities import AlgorithmIdentity, Capabilities
 from .local import LocalSGD
 from .server import ServerUpdate, chain, scale, scale_by_fedadam, trace
 
@@ -39,8 +39,10 @@ class FedAvgM(LocalSGD):
     ``chain(trace(beta), scale(-server_lr))``; ``beta = 0``, ``server_lr = 1`` is Local-SGD."""
 
     capabilities = STEP_BY_STEP
-    identities = (Identity("beta = 0, server_lr = 1 is Local-SGD", {"beta": 0.0, "server_lr": 1.0},
-                           _local_sgd_of, source="v = g, x - g = the workers' mean"),)  # fmt: skip
+    identities = (
+        AlgorithmIdentity("beta = 0, server_lr = 1 is Local-SGD", {"beta": 0.0, "server_lr": 1.0},
+                          _local_sgd_of, source="then v = g and x - v is the workers' mean"),
+    )  # fmt: skip
     shown_settings = ("beta", "server_lr")
 
     def __init__(self, workers: int, step: StepSize, comm: CommSchedule | str = "every:10",

@@ -38,7 +38,7 @@ from ..schedule_spec import comm_from_spec
 from ..schedules import CommSchedule, EveryStep, Final, StepSize
 from ..validation import check_int
 from .base import Algorithm
-from .capabilities import UPDATE_METHODS, Capabilities, Identity
+from .capabilities import UPDATE_METHODS, AlgorithmIdentity, Capabilities
 from .server import ServerUpdate, average
 
 __all__ = ["MBA", "OSA", "LocalSGD", "LocalState", "ServerState"]
@@ -95,7 +95,7 @@ class LocalSGD(Algorithm):
         kernels=("sgd-update",),
     )
     identities = (
-        Identity(
+        AlgorithmIdentity(
             "one local step per round (every:1) is mini-batch averaging",
             {"comm": "every:1"},
             mba_of,

@@ -56,7 +56,7 @@ from ..schedule_spec import comm_from_spec
 from ..schedules import CommSchedule, StepSize
 from ..validation import check_int, check_real
 from .base import Algorithm
-from .capabilities import Capabilities, Identity
+from .capabilities import AlgorithmIdentity, Capabilities
 from .local import mba_of
 
 __all__ = ["SCAFFOLD", "ScaffoldState"]
@@ -102,7 +102,7 @@ class SCAFFOLD(Algorithm):
     #: oracle, compiled where the problem has a kernel)
     capabilities = Capabilities()
     identities = (
-        Identity(
+        AlgorithmIdentity(
             "communicating after every step with server_step = 1 is mini-batch averaging",
             {"comm": "mba", "server_step": 1.0},
             mba_of,
