@@ -104,8 +104,6 @@ def _controlled(checks: Any, rows: list[dict]) -> list[dict]:
     return rows if hasattr(checks, "controls") else apply_controls(rows, {})
 
 
-MODES = ("full", "quick")
-
 #: Where ``convkit figures`` writes by default: the committed set, and the scratch directory
 #: of quick runs (ignored by git), so that a quick run never replaces committed figures.
 COMMITTED = REPO / "figures"

@@ -43,7 +43,7 @@ from .recording import WEIGHTED_ITERATES
 if TYPE_CHECKING:  # pandas is imported lazily: `import convkit` stays fast
     import pandas as pd
 
-__all__ = ["FRAME_COLUMNS", "Result", "summarize"]
+__all__ = ["FRAME_COLUMNS", "Result", "json_default", "summarize"]
 
 FRAME_COLUMNS = [
     "config",
@@ -395,7 +395,7 @@ class Result:
             self.frame.to_parquet(path / "frame.parquet", index=False)
         except ImportError:
             self.frame.to_csv(path / "frame.csv", index=False)
-        (path / "meta.json").write_text(json.dumps(self.meta, indent=2, default=_json_default))
+        (path / "meta.json").write_text(json.dumps(self.meta, indent=2, default=json_default))
         arrays: dict[str, np.ndarray] = {}
         index = {}
         for i, (name, cv) in enumerate(self.values.items()):
@@ -442,13 +442,18 @@ class Result:
         return cls(frame, meta, values)
 
 
-def _json_default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
+    """``json.dumps(..., default=json_default)`` of results' and sweeps' metadata: NumPy
+    integers, floats and booleans as Python numbers and booleans, arrays as lists, anything
+    else as its ``str``."""
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
         return float(o)
     if isinstance(o, np.ndarray):
         return o.tolist()
+    if isinstance(o, np.bool_):
+        return bool(o)
     return str(o)
 
 

@@ -25,9 +25,6 @@ from ..recording import starting_point
 
 __all__ = ["design_coefficients", "problem_arrays", "signed_start"]
 
-# column order of the raw per-record output (the first six columns of every engine)
-_RAW = ("avg_h", "avg_1", "tail_h", "tail_1", "last_h", "last_1")
-
 
 def design_coefficients(design: str, b: int) -> tuple[float, float]:
     """``(c_sq, c_tr)`` of the diagonal recursion (module docstring) for a design and batch."""

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from convkit.result import json_default
 
 #: bump when the cache layout or the payload changes meaning
 CACHE_FORMAT = 1
@@ -78,18 +79,6 @@ def _concat(parts: list[Any]) -> pd.DataFrame:
         return pa.concat_tables(parts, promote_options="default").to_pandas()
     frames = [_to_pandas(p) for p in parts]
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].copy()
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.bool_):
-        return bool(o)
-    return str(o)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -241,7 +230,7 @@ class Cache:
                 "bytes": len(payload),
                 "sha256": hashlib.sha256(payload).hexdigest(),
             },
-            "meta": json.loads(json.dumps(meta, default=_json_default)),
+            "meta": json.loads(json.dumps(meta, default=json_default)),
             "written": time.time(),
         }
         atomic_write(rec_path, self._encode_record(record), fsync_dir=False)

@@ -11,7 +11,8 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from convkit.sweep.cache import _json_default, frame_to_bytes
+from convkit.result import json_default
+from convkit.sweep.cache import frame_to_bytes
 from convkit.sweep.setting import build
 from convkit.user_modules import import_user_module
 
@@ -66,7 +67,7 @@ def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
             ok=True,
             payload=frame_to_bytes(frame, task["format"]),
             format=task["format"],
-            meta=json.loads(json.dumps(meta, default=_json_default)),
+            meta=json.loads(json.dumps(meta, default=json_default)),
         )
     except Exception as exc:
         out.update(ok=False, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())

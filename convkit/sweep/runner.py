@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from convkit.result import json_default
 from convkit.sweep.cache import (
     Cache,
     _canonical,
     _concat,
     _decode,
     _have_pyarrow,
-    _json_default,
     atomic_write,
     frame_from_bytes,
     frame_to_bytes,
@@ -393,7 +393,7 @@ def _run_locked(
         "versions": _versions(),
     }
     # no indent: the C encoder is ~10x faster, and this file grows with the sweep
-    atomic_write(out / "sweep.json", json.dumps(meta, default=_json_default).encode())
+    atomic_write(out / "sweep.json", json.dumps(meta, default=json_default).encode())
     return SweepResult(frame, meta, summary, out)
 
 
