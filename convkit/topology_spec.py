@@ -31,6 +31,7 @@ from .topology import (
 from .validation import check_in
 
 __all__ = [
+    "TOPOLOGY_CONSTRUCTORS",
     "TOPOLOGY_SPEC_ARGS",
     "TOPOLOGY_SPEC_FORMS",
     "get_topology",
@@ -88,7 +89,7 @@ def parse_topology_spec(spec: str) -> dict[str, Any]:
     if kind not in TOPOLOGY_SPEC_ARGS:
         raise _spec_error(spec, f"unknown topology {kind!r}")
     positional = TOPOLOGY_SPEC_ARGS[kind]
-    signature = inspect.signature(_CONSTRUCTORS[kind]).parameters
+    signature = inspect.signature(TOPOLOGY_CONSTRUCTORS[kind]).parameters
     required = sum(signature[p].default is inspect.Parameter.empty for p, _ in positional)
     if not required <= len(args) <= len(positional):
         form = ":".join([kind, *(p for p, _ in positional[: max(required, 1)])])
@@ -108,10 +109,12 @@ def topology_from_spec(spec: Topology | str) -> Topology:
     if isinstance(spec, Topology):
         return spec
     table = parse_topology_spec(spec)
-    return _CONSTRUCTORS[table.pop("kind")](**table)
+    return TOPOLOGY_CONSTRUCTORS[table.pop("kind")](**table)
 
 
-_CONSTRUCTORS: dict[str, Callable[..., Topology]] = {
+#: topology kind -> its constructor in :mod:`convkit.topology` (the specs' kinds; the sweep
+#: registry registers one topology kind per entry)
+TOPOLOGY_CONSTRUCTORS: dict[str, Callable[..., Topology]] = {
     "ring": ring,
     "torus": torus,
     "complete": complete,
@@ -133,8 +136,8 @@ def get_topology(name: str, *args: Any, **kwargs: Any) -> Topology:
     random_regular, edgeless, one_peer_exponential`` (hyphens accepted for underscores).
     """
     key = topology_key(name)
-    check_in("topology", key, tuple(_CONSTRUCTORS))
-    return _CONSTRUCTORS[key](*args, **kwargs)
+    check_in("topology", key, tuple(TOPOLOGY_CONSTRUCTORS))
+    return TOPOLOGY_CONSTRUCTORS[key](*args, **kwargs)
 
 
 def topology_key(name: Any) -> str:

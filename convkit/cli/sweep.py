@@ -10,7 +10,7 @@ from pathlib import Path
 from convkit.cli._parser import OneLineParser
 from convkit.sweep.cache import Cache
 from convkit.sweep.errors import SpecError, SweepOutputError
-from convkit.sweep.runner import _check_output, run
+from convkit.sweep.runner import check_output, run
 from convkit.sweep.spec import MAX_CONFIGURATIONS, Sweep
 
 
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(sweep)} configurations ({cached} cached), grid keys {sweep.grid_keys}")
         if not args.overwrite:
             try:
-                _check_output(Path(args.out), sweep, False)
+                check_output(Path(args.out), sweep, False)
             except SweepOutputError as exc:
                 print(f"  note: running it would fail: {exc}")
         for c in sweep.configurations:

@@ -339,9 +339,9 @@ def _register_builtins() -> None:
 
 def _register_lazy() -> None:
     """Register topology, compressor and (when present) other problems and algorithms."""
-    from convkit.topology_spec import _CONSTRUCTORS
+    from convkit.topology_spec import TOPOLOGY_CONSTRUCTORS
 
-    for name, fn in _CONSTRUCTORS.items():
+    for name, fn in TOPOLOGY_CONSTRUCTORS.items():
         if name not in _REGISTRY.get("topology", {}):
             register("topology", name, fn)
     from convkit.compression import COMPRESSORS

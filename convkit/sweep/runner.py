@@ -250,7 +250,7 @@ def run(
             f"cannot write into the output directory {out}: {exc.strerror or exc}"
         ) from None
     with _locked(out):
-        _check_output(out, sweep, overwrite)
+        check_output(out, sweep, overwrite)
         return _run_locked(sweep, out, jobs, dask, scheduler, cache, progress, fmt, t0)
 
 
@@ -450,8 +450,10 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _check_output(out: Path, sweep: Sweep, overwrite: bool) -> None:
-    """Refuse an output directory that holds another sweep (unless ``overwrite``)."""
+def check_output(out: Path, sweep: Sweep, overwrite: bool) -> None:
+    """Refuse an output directory that holds another sweep (unless ``overwrite``): raises
+    :class:`SweepOutputError`.  :func:`run` calls it, and ``convkit sweep --dry-run`` says
+    whether the run would fail."""
     path = out / "sweep.json"
     if overwrite or not path.exists():
         return
