@@ -219,3 +219,24 @@ def test_the_command_line_runs_the_variants(capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "--tau" in err and "(0, inf)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_server_updates_run_on_the_array_api():
+    """The transforms use array-API operations only: array-api-strict gives NumPy's numbers
+    (kernels off on both), and replicate blocks and threads change nothing."""
+    pytest.importorskip("array_api_strict")
+    prob = _problem()
+    algos = [ck.FedAvgM(4, STEP, "every:5", beta=0.5), ck.FedAdam(4, STEP, "every:5")]
+    kw = dict(steps=40, replicates=8, seed=1, threads=1)
+    with ck.kernels(enabled=False):
+        plain = ck.simulate(prob, algos, **kw)
+    strict = ck.simulate(prob, algos, backend="array_api_strict", **kw)
+    assert strict.meta["path"]["name"] == "array-steps"
+    for a in algos:
+        np.testing.assert_allclose(
+            strict.values[a.label].values, plain.values[a.label].values, rtol=1e-12, atol=1e-15
+        )
+    big = ck.simulate(prob, algos, steps=30, replicates=600, seed=2, threads=1)
+    two = ck.simulate(prob, algos, steps=30, replicates=600, seed=2, threads=2)
+    for a in algos:
+        np.testing.assert_array_equal(big.values[a.label].values, two.values[a.label].values)
