@@ -225,10 +225,23 @@ def _identity_cases() -> list[tuple[str, type, dict, object]]:
     ]
 
 
+def _subclasses(cls: type) -> set[type]:
+    return {s for c in cls.__subclasses__() for s in {c} | _subclasses(c)}
+
+
 def test_the_declared_identities_cover_the_families():
+    """Every class of convkit that declares identities is checked (it is a registered kind),
+    and the three families' identities are among them."""
     claims = {case[0] for case in _identity_cases()}
     for cls in ("LocalSGD", "FedAvgM", "SCAFFOLD"):
         assert any(c.startswith(f"{cls}: ") for c in claims), (cls, claims)
+    checked = {cls for _, cls, _ in _declaring()}
+    declaring = {
+        c
+        for c in _subclasses(Algorithm)
+        if c.__module__.startswith("convkit.") and vars(c).get("identities")
+    }
+    assert declaring <= checked, f"identities of unregistered classes: {declaring - checked}"
 
 
 @pytest.mark.parametrize(
