@@ -23,7 +23,13 @@ heavy-ball momentum on ``g``):
 * :func:`scale_by_fedadam` ``(b1, b2, tau)``: ``m <- b1 m + (1 - b1) g``,
   ``v <- b2 v + (1 - b2) g^2``, ``u = m / (sqrt(v) + tau)`` (``m_0 = 0``, ``v_0 = tau^2``),
   the server Adam of Reddi et al. (2021, Algorithm 2: no bias correction, ``tau`` the
-  degree of adaptivity, ``v_{-1} >= tau^2``).
+  degree of adaptivity; its start ``v_{-1} >= tau^2`` is taken at equality.  The update is
+  quoted from memory of the paper and agrees with APPFL's ``FedAdamServer``; the paper's
+  text was not re-read for this module).
+
+A server update sees the round's pseudo-gradient only: SCAFFOLD's control variates also
+correct every local step (``g_i - c_i + c``), so SCAFFOLD stays a class of its own
+(:mod:`convkit.algorithms.scaffold`), whose server step ``eta_g`` would be ``scale(-eta_g)``.
 
 The new model is computed as ``mean + (u + g)`` (equal to ``x + u``), so that a transform
 whose ``u`` is exactly ``-g`` (``trace(0)`` then ``scale(-1)``) gives the workers' mean bit for
