@@ -61,8 +61,10 @@ class FedAdam(LocalSGD):
     server Adam on the pseudo-gradient, from ``m = 0``, ``v = tau^2``, without bias correction,
 
         m <- beta1 m + (1 - beta1) g,  v <- beta2 v + (1 - beta2) g^2,
-        x <- x - server_lr m / (sqrt(v) + tau)   (``tau``: the degree of adaptivity;
-    provenance in :func:`~convkit.algorithms.server.scale_by_fedadam`)."""
+        x <- x - server_lr m / (sqrt(v) + tau),
+
+    ``tau`` the degree of adaptivity (provenance:
+    :func:`~convkit.algorithms.server.scale_by_fedadam`)."""
 
     capabilities = STEP_BY_STEP
     shown_settings = ("server_lr", "beta1", "beta2", "tau")
