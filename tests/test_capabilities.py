@@ -141,10 +141,12 @@ def test_every_exported_algorithm_declares_its_capabilities_on_the_class():
     assert set(ck.LocalSGD.capabilities.fused) == {"logistic", "least_squares"}
     assert ck.SCAFFOLD.capabilities.fused == ()
     # the server-update variants: Local-SGD's compiled step, neither its exact model nor its
-    # fused segments (which average); their identities are their own
+    # fused segments (which average; FedAvgM has its own exact model); their own identities
     for cls in (ck.FedAvgM, ck.FedAdam):
-        assert cls.capabilities.exact == {} and cls.capabilities.fused == ()
+        assert cls.capabilities.fused == ()
         assert cls.capabilities.kernels == ck.LocalSGD.capabilities.kernels
+    assert ck.FedAvgM.capabilities.exact == {"least_squares": "server_momentum"}
+    assert ck.FedAdam.capabilities.exact == {}
     assert ck.FedAdam.identities == () and ck.FedAvgM.identities != ck.LocalSGD.identities
 
 

@@ -6,8 +6,10 @@ schedule) with its own :meth:`~convkit.algorithms.local.LocalSGD.server_update`,
 optax-style transform of the pseudo-gradient ``g = x - (1/P) sum_i y_i``
 (:mod:`convkit.algorithms.server`), and one declaration of what it runs on: overriding the
 server update withdraws Local-SGD's exact model and fused segments, so the variants run step
-by step in :func:`convkit.simulate` (the problems' compiled SGD step) and the exact engines
-refuse them, saying that they declare no exact model.  Communication is counted as for
+by step in :func:`convkit.simulate` (the problems' compiled SGD step).  FedAvgM declares its
+own exact model on least squares (:mod:`convkit.exact.server_momentum`: the server update is
+linear); the exact engines refuse FedAdam (its update is not), saying that it declares no exact
+model.  Communication is counted as for
 Local-SGD: after the all-reduce every worker holds the mean and applies the same
 deterministic server update, so no broadcast is needed.
 """
@@ -22,7 +24,7 @@ from .server import ServerUpdate, chain, scale, scale_by_fedadam, trace
 
 __all__ = ["FedAdam", "FedAvgM"]
 
-#: the variants' declaration: Local-SGD's compiled SGD step, no exact model, no fused segments
+#: Local-SGD's compiled SGD step, no exact model, no fused segments (FedAdam's declaration)
 STEP_BY_STEP = Capabilities(kernels=("sgd-update",))
 
 
@@ -38,7 +40,8 @@ class FedAvgM(LocalSGD):
 
     ``chain(trace(beta), scale(-server_lr))``; ``beta = 0``, ``server_lr = 1`` is Local-SGD."""
 
-    capabilities = STEP_BY_STEP
+    #: its exact model (:mod:`convkit.exact.server_momentum`); step by step otherwise
+    capabilities = Capabilities(exact={"least_squares": "server_momentum"}, kernels=("sgd-update",))
     identities = (
         AlgorithmIdentity("beta = 0, server_lr = 1 is Local-SGD", {"beta": 0.0, "server_lr": 1.0},
                           _local_sgd_of, source="then v = g and x - v is the workers' mean"),

@@ -11,7 +11,9 @@ subclass that overrides the update declares its own or is refused):
 * ``"dpsgd"`` (uncompressed D-PSGD on a static topology):
   :func:`convkit.exact.dpsgd.dpsgd_curves`;
 * ``"choco"``, ``"deep_squeeze"`` (CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k
-  compressors): :func:`convkit.exact.compressed.compressed_curves`.
+  compressors): :func:`convkit.exact.compressed.compressed_curves`;
+* ``"server_momentum"`` (:class:`~convkit.algorithms.federated.FedAvgM`, Local-SGD with
+  server momentum): :func:`convkit.exact.server_momentum.server_momentum_curves`.
 
 Each algorithm's engine (:func:`exact_engine`) and the execution path are decided once, before
 any work, in the call's :class:`~convkit.plan.RunPlan` (``Result.meta["path"]``): the
@@ -67,6 +69,7 @@ from .compressed import compressed_curves, is_exact_compressed
 from .dpsgd import dpsgd_curves
 from .local import local_curves, local_specs
 from .moments import problem_arrays, signed_start
+from .server_momentum import server_momentum_curves
 
 __all__ = [
     "EXACT_COMPILED",
@@ -122,6 +125,7 @@ MODEL_ENGINES = {
     "dpsgd": "dpsgd",
     "choco": "compressed",
     "deep_squeeze": "compressed",
+    "server_momentum": "server_momentum",
 }
 
 
@@ -298,8 +302,9 @@ def expected_error(
         if engine is None:
             raise TypeError(
                 "the exact engine handles the algorithms whose class declares an exact model "
-                "for least squares (capabilities: LocalSGD, MBA, OSA; uncompressed D-PSGD; "
-                "CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k compressors); "
+                "for least squares (capabilities: LocalSGD, MBA, OSA; FedAvgM; uncompressed "
+                "D-PSGD; CHOCO-SGD / DeepSqueeze with identity or (scaled) rand-k "
+                "compressors); "
                 f"{a.label} ({type(a).__name__}): {why}"
             )
         engines.append(engine)
@@ -339,6 +344,12 @@ def expected_error(
     if other_idx:
         for i in other_idx:
             s0 = int(math.floor(tail * ns[i])) + 1
+            if engines[i] == "server_momentum":
+                raws[i], div[i] = server_momentum_curves(
+                    h, z2, sigma2, problem.design, algos[i], ns[i], recs[i], s0,
+                    threshold=threshold,
+                )  # fmt: skip
+                continue
             if engines[i] == "dpsgd":
                 raws[i], div[i] = dpsgd_curves(
                     h,
