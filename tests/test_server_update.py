@@ -141,6 +141,8 @@ def test_fedavgm_exact_model_at_momentum_zero_is_local_sgds(design, batch, step,
     local = ck.LocalSGD(4, step, comm, batch=batch, name="local")
     res = ck.exact.expected_error(prob, [zero, local], steps=120, use_numba=False)
     assert res.meta["path"]["engines"] == {"zero": "server_momentum", "local": "local"}
+    why = res.meta["path"]["algorithms"]["zero"]["reason"]
+    assert "'server_momentum', on NumPy" in why
     np.testing.assert_allclose(
         res.values["zero"].values, res.values["local"].values, rtol=1e-12, atol=1e-15
     )

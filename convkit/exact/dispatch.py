@@ -110,6 +110,14 @@ class _ExactPath:
             return False, why
         return True, "the Local-SGD family by the compiled recursion, one call per configuration"
 
+    def accepts(self, plan: RunPlan, i: int) -> tuple[bool, str]:
+        """Every algorithm; the reason names its engine when it is not the Local-SGD family's
+        recursion (the other engines run on NumPy on either path)."""
+        engine = plan.engines[i] if plan.engines else "local"
+        if engine == "local":
+            return True, self.supports(plan)[1]
+        return True, f"its exact model's engine {engine!r}, on NumPy (on either path)"
+
 
 #: the compiled Local-SGD recursion (numba usable, kernels on)
 EXACT_COMPILED = _ExactPath(compiled=True)
