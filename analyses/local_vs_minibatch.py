@@ -166,33 +166,18 @@ def _het_rounds_problem() -> HeterogeneousLeastSquares:
 def node_rounds_threshold(
     problem: HeterogeneousLeastSquares, n: int, step: Any, eps: float, positions: str
 ) -> dict[str, Any]:
-    """Fewest rounds ``N*`` (positions ``~ i^2`` or evenly spaced) with which Local-SGD's
-    exact last-iterate ``E||x_n - theta*||_H^2`` on the node-Hessian ``problem`` is within
-    ``(1 + eps)`` of mini-batch averaging's (bisection on ``N``, as
-    :func:`convkit.bounds.heterogeneity.quadratic_rounds_threshold` on iid nodes)."""
+    """:func:`convkit.bounds.heterogeneity.quadratic_rounds_threshold` on the node-Hessian
+    ``problem``: the error of a schedule is Local-SGD's exact last-iterate
+    ``E||x_n - theta*||_H^2`` by :func:`convkit.exact.heterogeneous.expected_error_nodes`."""
     from convkit.exact.heterogeneous import expected_error_nodes
-    from convkit.schedules import EveryStep, QuadraticRounds, Rounds
 
-    rounds = QuadraticRounds if positions == "quadratic" else Rounds
-
-    def err(comm: Any) -> float:
+    def error(comm: Any) -> float:
         f = expected_error_nodes(
             problem, ck.LocalSGD(problem.P, step, comm=comm), steps=n, record=[n]
         ).frame
         return float(f[(f.iterate == "last") & (f.metric == "hnorm2")]["mean"].iloc[-1])
 
-    target = (1.0 + eps) * err(EveryStep())
-    e_osa = err(rounds(1))
-    lo, hi = 1, n
-    if e_osa <= target:
-        hi = 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if err(rounds(mid)) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return {"N_star": hi, "ratio_osa": e_osa * (1.0 + eps) / target}
+    return H.quadratic_rounds_threshold(problem, n, problem.P, step, eps, positions, error)
 
 
 def _rounds_rows(ns: tuple[int, ...]) -> list[dict]:

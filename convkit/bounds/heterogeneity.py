@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -156,14 +156,23 @@ def local_last_error(problem: Any, n: int, P: int, step: Any, comm: Any) -> floa
 
 
 def quadratic_rounds_threshold(
-    problem: Any, n: int, P: int, step: Any, eps: float = 0.1, positions: str = "quadratic"
+    problem: Any,
+    n: int,
+    P: int,
+    step: Any,
+    eps: float = 0.1,
+    positions: str = "quadratic",
+    error: Callable[[Any], float] | None = None,
 ) -> dict[str, Any]:
     """Fewest rounds ``N*`` at positions ``~ i^2`` (:func:`convkit.schedules.QuadraticRounds`)
     with which Local-SGD's exact final error (:func:`local_last_error`) is within ``(1 +
     eps)`` of mini-batch averaging's, after ``n`` local steps of ``step`` on the iid
     least-squares ``problem``; bisection on ``N`` in ``[1, n]`` (the error is about
     non-increasing in ``N``), with one-shot averaging's ratio. ``positions="even"`` takes
-    evenly spaced rounds (:class:`convkit.schedules.Rounds`) instead, for contrast."""
+    evenly spaced rounds (:class:`convkit.schedules.Rounds`) instead, for contrast.
+    ``error`` (optional) is the exact final error of a communication schedule on another
+    engine (the node-Hessian engine on heterogeneous nodes), in place of
+    :func:`local_last_error` on ``problem``."""
     from convkit.schedules import EveryStep, QuadraticRounds, Rounds
 
     if positions not in ("quadratic", "even"):
@@ -171,6 +180,8 @@ def quadratic_rounds_threshold(
     rounds = QuadraticRounds if positions == "quadratic" else Rounds
 
     def err(comm: Any) -> float:
+        if error is not None:
+            return float(error(comm))
         return local_last_error(problem, n, P, step, comm)
 
     e_mba = err(EveryStep())
