@@ -71,6 +71,7 @@ from convkit.bounds import averaged_sgd  # noqa: F401
 from convkit.bounds import local_sgd  # noqa: F401
 from convkit.bounds import local_sgd_large_steps  # noqa: F401
 from convkit.bounds import decentralized  # noqa: F401
+from convkit.bounds import average_dynamics  # noqa: F401
 from convkit.bounds import mixing  # noqa: F401
 from convkit.bounds import compression  # noqa: F401
 from convkit.bounds import heterogeneity  # noqa: F401
