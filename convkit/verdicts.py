@@ -50,6 +50,20 @@ adequacy cannot be tested (too few points) may be ``consistent_unresolved`` at b
 The half-width 0.25 is half the distance between the claimed exponents the theory confronts
 (1/2 against 0 and 1): an interval of that width around 1/2 cannot contain either alternative.
 
+**Rules before a claim may hold** (every check, library and analyses):
+
+* a fit's interval is widened by ``sqrt(max(1, chi2/dof))`` when the points scatter more than
+  their standard errors allow (:func:`misfit_inflation`, :func:`widened`;
+  :func:`convkit.checks.fit_exponent` applies it);
+* a verdict on a window chosen from the data stands only when every adequate window agrees,
+  else ``consistent_unresolved`` with the windows listed (:func:`window_agreement`);
+* a limit claim ("-> 1", "-> 0") is tested on the limit, not on a decrease
+  (:func:`convkit.limit_claims.limit_verdict`);
+* a ``holds`` needs a negative control: a false variant of the data or of the claim on which
+  the same check code said ``violated`` (:class:`Control`, :func:`apply_controls`,
+  :func:`controlled`; library checks: :mod:`convkit.bounds.controls`); without one the row
+  reports ``measured``.
+
 **Rows.** A check row is a dict with the keys :data:`ROW_KEYS` (``result``, ``setting``,
 ``measured``, ``theoretical``, ``verdict``, ``reason``; optionally ``margin``, the stated
 tolerance, and ``details``, numbers the tests assert on), in the PEPit idiom of a (measured,
