@@ -33,6 +33,13 @@ Point = dict[str, Any]
 Sampler = Callable[[np.random.Generator, Point], Any]
 
 
+#: sample points per result for the pins and for the mutation test (the same number, so that a
+#: mutant the mutation test calls killed is one the pin test would catch)
+N_POINTS = 8
+#: points per condition: both sides of every boundary, and between a boundary and its mutant
+N_CONDITION_POINTS = 64
+
+
 @dataclasses.dataclass(frozen=True)
 class Source:
     """One statement: ``where`` (paper and location, or the derivation), ``value`` (a plain

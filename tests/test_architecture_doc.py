@@ -4,14 +4,13 @@ the example registrations do not leak into the rest of the suite)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doc_blocks import python_blocks, run_block
 
 DOC = Path(__file__).resolve().parents[1] / "ARCHITECTURE.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+BLOCKS = python_blocks(DOC)
 
 
 def test_the_doc_has_examples():
@@ -20,15 +19,7 @@ def test_the_doc_has_examples():
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_example_runs(index, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-c", BLOCKS[index]],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip(), "every example prints its outcome"
+    assert run_block(BLOCKS[index], tmp_path).strip(), "every example prints its outcome"
 
 
 def test_examples_import_no_private_names():

@@ -34,6 +34,8 @@ import sympy as sp
 from convkit.bounds import get, names
 from tests.formula_sources import (
     CONDITIONS,
+    N_CONDITION_POINTS,
+    N_POINTS,
     SOURCES,
     condition_points,
     conditions_value,
@@ -41,9 +43,6 @@ from tests.formula_sources import (
     points,
     source_value,
 )
-
-N_POINTS = 8
-N_CONDITION_POINTS = 64  # both sides of every boundary, and between a boundary and its mutant
 
 
 def _replace_arg(node: sp.Basic, i: int, new: sp.Basic) -> sp.Basic:

@@ -16,6 +16,8 @@ import sympy as sp
 from convkit.bounds import get, names
 from tests.formula_sources import (
     CONDITIONS,
+    N_CONDITION_POINTS,
+    N_POINTS,
     SOURCES,
     _ms_limit_numeric,
     _secular,
@@ -27,9 +29,6 @@ from tests.formula_sources import (
     points,
     source_value,
 )
-
-N_POINTS = 8
-N_CONDITION_POINTS = 64  # both sides of every boundary, and between a boundary and its mutant
 
 
 @pytest.mark.parametrize("name", names())

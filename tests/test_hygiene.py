@@ -43,7 +43,7 @@ def test_no_private_name_is_imported_across_packages():
     no ``from <module of another package> import _name`` in convkit/ or analyses/."""
     import ast
 
-    from test_import_cycles import ROOT, _modules
+    from test_import_cycles import ROOT, _modules, import_target
 
     found = []
     for module, path in _modules().items():
@@ -51,12 +51,7 @@ def test_no_private_name_is_imported_across_packages():
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            if node.level:
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = import_target(node, module, is_package)
             if target.split(".")[0] not in ("convkit", "analyses"):
                 continue
             source = target if (ROOT / Path(*target.split("."))).is_dir() else target + ".x"

@@ -49,6 +49,16 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def import_target(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module a ``from ... import`` in ``module`` reads from (relative imports
+    resolved against the module's package)."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports(tree: ast.AST, module: str, is_package: bool) -> list[str]:
     """Every imported dotted name in ``tree`` (``from a import b`` gives ``a.b`` and ``a``),
     outside ``if TYPE_CHECKING:`` blocks."""
@@ -62,12 +72,7 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> list[str]:
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = import_target(node, module, is_package)
             for alias in node.names:
                 found.append(f"{target}.{alias.name}\0{target}")
         for child in ast.iter_child_nodes(node):
