@@ -64,7 +64,27 @@ def test_every_control_makes_its_check_say_violated(name):
             and real.get((r["result"], r["setting"])) not in (None, V.VIOLATED)
         ]
         assert flipped, f"{name}: control {c.name!r} makes no check say violated"
+        violated = {r["result"] for r in rows if r["verdict"] == V.VIOLATED}
+        for t in c.targets:  # the claims a control names must be among those it falsifies
+            assert t in violated, f"{name}: control {c.name!r} leaves {t!r} not violated"
+    assert len({c.name for c in ctl}) == len(ctl), f"{name}: control names repeat"
     print(f"{name}: {len(ctl)} controls alive")
+
+
+@pytest.mark.parametrize("name", ANALYSES)
+def test_the_controls_only_downgrade(name):
+    """Applying the controls changes no row but a ``holds`` without a control, which becomes
+    ``measured``; rows keep their order, claims and settings."""
+    mod = _module(name)
+    if not hasattr(mod.checks, "controls"):
+        return
+    data = _data(name)
+    raw, final = mod.checks.raw(data), mod.checks(data)
+    assert len(raw) == len(final)
+    for a, b in zip(raw, final, strict=True):
+        assert (a["result"], a["setting"]) == (b["result"], b["setting"])
+        if a["verdict"] != b["verdict"]:
+            assert (a["verdict"], b["verdict"]) == (V.HOLDS, V.MEASURED), (name, a["result"])
 
 
 def test_a_check_without_control_cannot_hold():
