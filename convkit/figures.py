@@ -7,7 +7,12 @@ Each module ``analyses/<name>.py`` of the repository exposes
 * ``plot(data, outdir: Path) -> list[Path]``: write the figure files;
 * ``checks(data) -> list[dict]``: the claims the figure tests, each a dict with keys
   ``result``, ``setting``, ``measured``, ``theoretical``, ``verdict`` (one of
-  :data:`convkit.verdicts.VERDICTS`) and ``reason`` (the detail behind the verdict);
+  :data:`convkit.verdicts.VERDICTS`) and ``reason`` (the detail behind the verdict); a
+  row's ``result`` names a registered result of :mod:`convkit.bounds` or a claim of the
+  module's ``CLAIMS`` (:func:`convkit.verdicts.declare_claims`), any other name is refused
+  (:func:`claim_namespace`, :func:`convkit.verdicts.validate_row`);
+* ``CLAIMS`` (needed as soon as a row names a claim of its own): ``{"<name>.<short_id>":
+  Claim(statement, source, kind)}``, declared once;
 * optionally ``AFTER``: names of analyses to run before this one when both are in a run,
   because this one reads what they leave in a cache (the Local-SGD cell cache); the numbers
   do not depend on it, only the time (a cell is simulated once instead of twice at once).
@@ -84,13 +89,29 @@ def _load(analyses_dir: Path, name: str):
     return importlib.import_module(f"{analyses_dir.name}.{name}")
 
 
-def _validated(name: str, rows: list[dict]) -> list[dict]:
+def claim_namespace(name: str, module: Any) -> Any:
+    """The :class:`convkit.verdicts.ClaimNamespace` of analysis ``name``: the registered
+    results of the theory library (:func:`convkit.bounds.names`) and the claims its
+    ``module`` declares in ``CLAIMS`` (:func:`convkit.verdicts.declare_claims`; none if it
+    declares none)."""
+    from convkit.bounds import names
+    from convkit.verdicts import ClaimNamespace
+
+    return ClaimNamespace(
+        registered=frozenset(names()),
+        claims=dict(getattr(module, "CLAIMS", {})),
+        owner=f"analysis {name} (analyses/{name}.py)",
+    )
+
+
+def _validated(name: str, rows: list[dict], namespace: Any = None) -> list[dict]:
     """The check rows of analysis ``name``, each valid (:func:`convkit.verdicts.validate_row`:
-    the six keys, a vocabulary verdict, a string reason)."""
+    the six keys, a vocabulary verdict, a string reason, and with ``namespace``, a
+    :class:`convkit.verdicts.ClaimNamespace`, a result in it)."""
     from convkit.verdicts import validate_row
 
     for row in rows:
-        validate_row(row, where=f"analysis {name}")
+        validate_row(row, where=f"analysis {name}", namespace=namespace)
     return rows
 
 
@@ -485,7 +506,8 @@ def _run_one(
                 data = mod.run(quick=quick)
             data.to_csv(outdir / f"{name}.csv", index=False)
             written = mod.plot(data, outdir)
-        rows = _controlled(mod.checks, _validated(name, mod.checks(data)))
+        rows = _validated(name, mod.checks(data), claim_namespace(name, mod))
+        rows = _controlled(mod.checks, rows)
     except Exception as exc:  # keep going: report the failure at the end
         import traceback
 

@@ -71,26 +71,42 @@ theoretical) pair. :func:`check_row` builds one (and refuses a bad verdict or re
 :func:`validate_row` is the one validator of rows, used by the theory registry
 (:func:`convkit.bounds.run_checks`), the figure pipeline (:mod:`convkit.figures`) and the
 documentation's gallery.
+
+**Claims.** Every row names a claim in one namespace: a registered result of the theory
+library (``"choco.rate_strongly_convex"``, :mod:`convkit.bounds.registry`) or a claim the
+analysis declares itself, once, in its module-level ``CLAIMS`` (:func:`declare_claims`: id
+``"<analysis>.<short_id>"`` -> :class:`Claim`, the statement, its source and whether it is a
+claim or a measurement with no claim). :class:`ClaimNamespace` is the set of names a row of
+one analysis may carry; :func:`validate_row` with ``namespace=`` refuses any other name, so
+that every verdict links to a statement (the theory pages for a registered result, the
+analysis' gallery page for a declared claim).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "CLAIM",
+    "CLAIM_KINDS",
     "CONSISTENT_UNRESOLVED",
+    "Claim",
+    "ClaimNamespace",
     "Control",
     "CRASHED",
     "HOLDS",
     "INCONCLUSIVE",
     "MAX_HALF_WIDTH",
     "MEASURED",
+    "MEASUREMENT",
     "NOT_IDENTIFIABLE",
     "ROW_KEYS",
     "VERDICTS",
@@ -99,6 +115,7 @@ __all__ = [
     "check_row",
     "check_verdict",
     "controlled",
+    "declare_claims",
     "exponent_verdict",
     "interval_text",
     "misfit_inflation",
@@ -133,6 +150,108 @@ MAX_HALF_WIDTH = 0.25
 
 #: the keys every check row has, in the order rows are written
 ROW_KEYS: tuple[str, ...] = ("result", "setting", "measured", "theoretical", "verdict", "reason")
+
+
+# ============================================================================ claims
+#: a declared claim: a statement the analysis' check decides (any verdict)
+CLAIM = "claim"
+#: a declared measurement: a quantity reported with no claim to hold it against (rows say
+#: ``measured``, ``not_identifiable``, ``inconclusive`` or ``crashed``, never ``holds`` or
+#: ``violated``)
+MEASUREMENT = "measurement"
+#: the kinds of a declared claim
+CLAIM_KINDS: tuple[str, ...] = (CLAIM, MEASUREMENT)
+
+_SHORT_ID = re.compile(r"[a-z][a-z0-9_]*")
+_PREFIX = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claim of an analysis, declared once in its module-level ``CLAIMS``
+    (:func:`declare_claims`) and named by its check rows.
+
+    ``statement`` is the claim in one sentence (what would hold; for a measurement, what is
+    reported), ``source`` where it comes from (a paper with the place in it, ``"derived
+    here: ..."``, ``"hypothesis formed here ..."``, or for a measurement what it is read
+    against), ``kind`` one of :data:`CLAIM_KINDS`: ``"claim"`` (decided by the check) or
+    ``"measurement"`` (no claim: its rows never say ``holds`` or ``violated``)."""
+
+    statement: str
+    source: str
+    kind: str = CLAIM
+
+    def __post_init__(self) -> None:
+        for field in ("statement", "source"):
+            value = getattr(self, field)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"Claim.{field} must be a non-empty string, got {value!r}")
+        if self.kind not in CLAIM_KINDS:
+            raise ValueError(f"Claim.kind must be one of {list(CLAIM_KINDS)}, got {self.kind!r}")
+
+
+def declare_claims(prefix: str, claims: Mapping[str, Claim]) -> dict[str, Claim]:
+    """The ``CLAIMS`` of analysis ``prefix`` (its module name): ``{"<prefix>.<short>":
+    claim}`` for every ``short -> claim`` of ``claims``, in order.
+
+    A short id is lower-case letters, digits and underscores, starting with a letter
+    (``"compressed_converge_like_dpsgd"``); the full id ``"<prefix>.<short>"`` is what a check
+    row's ``result`` names. ``ValueError`` names a bad prefix or id, ``TypeError`` a value
+    that is not a :class:`Claim`."""
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"prefix must be an analysis module name (lower-case letters, digits, underscores), "
+            f"got {prefix!r}"
+        )
+    out: dict[str, Claim] = {}
+    for short, claim in claims.items():
+        if not isinstance(short, str) or not _SHORT_ID.fullmatch(short):
+            raise ValueError(
+                f"claim id {short!r} of {prefix}: use lower-case letters, digits and "
+                "underscores, starting with a letter"
+            )
+        if not isinstance(claim, Claim):
+            raise TypeError(
+                f"claim {prefix}.{short} must be a convkit.verdicts.Claim, got "
+                f"{type(claim).__name__}"
+            )
+        out[f"{prefix}.{short}"] = claim
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimNamespace:
+    """The names a check row of one analysis may carry: the ``registered`` results of the
+    theory library and the analysis' declared ``claims`` (id -> :class:`Claim`); ``owner``
+    names the analysis in messages. ``name in namespace`` tests membership;
+    :meth:`kind_of` gives ``"claim"`` for a registered result, the declared kind otherwise."""
+
+    registered: frozenset[str]
+    claims: Mapping[str, Claim]
+    owner: str = "the analysis"
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.registered or name in self.claims
+
+    def kind_of(self, name: str) -> str:
+        """The kind of claim ``name`` (``KeyError`` if it is not in the namespace)."""
+        if name in self.claims:
+            return self.claims[name].kind
+        if name in self.registered:
+            return CLAIM
+        raise KeyError(name)
+
+    def refusal(self, name: str) -> str:
+        """Why ``name`` is refused, with the closest names of the namespace."""
+        near = difflib.get_close_matches(
+            str(name), [*self.claims, *self.registered], n=3, cutoff=0.6
+        )
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
+        return (
+            f"row result {name!r} is neither a registered result (convkit.bounds.names()) nor "
+            f"a claim declared by {self.owner} (its CLAIMS, convkit.verdicts.declare_claims: "
+            f"{len(self.claims)} declared){hint}"
+        )
 
 
 def check_verdict(verdict: str) -> str:
@@ -200,17 +319,23 @@ def plain_values(value: Any) -> Any:
 
 
 def validate_row(
-    row: dict[str, Any], where: str = "check row", covers: Sequence[str] | None = None
+    row: dict[str, Any],
+    where: str = "check row",
+    covers: Sequence[str] | None = None,
+    namespace: ClaimNamespace | None = None,
 ) -> dict[str, Any]:
     """Return ``row`` if it is a valid check row, else raise naming ``where`` (the check or
     analysis it comes from), the field and what is allowed.
 
     A valid row has every key of :data:`ROW_KEYS` (``KeyError`` otherwise), a non-empty string
-    ``result`` (one of ``covers`` when given: the library results its check covers), a string
-    ``setting`` and ``reason`` (``TypeError``) and a verdict of :data:`VERDICTS`
-    (``ValueError``); a ``holds`` row's ``measured`` must be finite (a NaN or an infinity,
-    also inside a list, is ``ValueError``: nothing was measured that could hold). This is the one validator of rows: the theory registry, the figure
-    pipeline and the documentation's gallery call it.
+    ``result`` (one of ``covers`` when given: the library results its check covers; in
+    ``namespace`` when given: a registered result or a claim the analysis declared,
+    :class:`ClaimNamespace`), a string ``setting`` and ``reason`` (``TypeError``) and a verdict
+    of :data:`VERDICTS` (``ValueError``); a ``holds`` row's ``measured`` must be finite (a NaN
+    or an infinity, also inside a list, is ``ValueError``: nothing was measured that could
+    hold), and a row naming a declared measurement may not say ``holds`` or ``violated``
+    (``ValueError``: there is no claim to decide). This is the one validator of rows: the
+    theory registry, the figure pipeline and the documentation's gallery call it.
     """
     if not isinstance(row, dict):
         raise TypeError(f"{where}: a check row must be a dict, got {type(row).__name__}")
@@ -224,6 +349,18 @@ def validate_row(
             f"{where}: row result {row['result']!r} is not one of the covered results "
             f"{list(covers)}"
         )
+    if namespace is not None:
+        if row["result"] not in namespace:
+            raise ValueError(f"{where}: {namespace.refusal(row['result'])}")
+        if namespace.kind_of(row["result"]) == MEASUREMENT and row.get("verdict") in (
+            HOLDS,
+            VIOLATED,
+        ):
+            raise ValueError(
+                f"{where}: row of {row['result']!r} says {row['verdict']!r}, but "
+                f"{row['result']!r} is declared a measurement (no claim to decide): say "
+                f"{MEASURED!r}, or declare it with kind {CLAIM!r}"
+            )
     if not isinstance(row["setting"], str):
         raise TypeError(f"{where}: setting must be a string, got {row['setting']!r}")
     if row["verdict"] not in VERDICTS:
