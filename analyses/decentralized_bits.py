@@ -235,6 +235,41 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     return [path]
 
 
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "decentralized_bits",
+    {
+        "compressed_converge_like_dpsgd": V.Claim(
+            "CHOCO-SGD and DeepSqueeze with a biased compressor (top-k) converge like D-PSGD",
+            "Koloskova et al. 2019 (CHOCO-SGD, any contractive compressor); Tang et al. 2019 "
+            "(DeepSqueeze)",
+        ),
+        "dcd_diverges_aggressive": V.Claim(
+            "DCD-PSGD diverges with an aggressive unbiased compressor (scaled rand-k)",
+            "Tang et al. 2018: DCD-PSGD needs an accurate unbiased compressor",
+        ),
+        "ecd_constant_step": V.Claim(
+            "ECD-PSGD with an accurate unbiased compressor (QSGD s=4) at a constant step: "
+            "converges or diverges",
+            "Tang et al. 2018 analyse decaying steps; at a constant step the estimate's "
+            "variance grows like t omega ||x_t - x_{t-1}||^2 (derived in "
+            "convkit.bounds.decentralized)",
+            kind=V.MEASUREMENT,
+        ),
+        "fewer_bits_than_dpsgd": V.Claim(
+            "a compressed method (CHOCO-SGD or DeepSqueeze with top-k, named in the setting) "
+            "reaches D-PSGD's error level with fewer bits, beyond its smaller messages",
+            "Koloskova et al. 2019; Tang et al. 2019 (bits to a target error)",
+        ),
+        "connectivity_smaller_consensus": V.Claim(
+            "better connectivity (4x4 torus, gap 0.40, against a ring of 16, gap 0.051) gives "
+            "a smaller consensus distance",
+            "classic: the consensus distance decreases with the spectral gap",
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative controls (:func:`convkit.verdicts.controlled`), false variants of the data on
     which the same checks must say ``violated``:
@@ -310,7 +345,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
     ok = all(converged(c) for c in conv)
     out.append(
         V.check_row(
-            result="CHOCO-SGD and DeepSqueeze (biased top-k) converge like D-PSGD",
+            result="decentralized_bits.compressed_converge_like_dpsgd",
             setting=setting + "; converged = no replicate diverged and final error < 1% "
             f"of the initial {init:.3f}",
             measured="; ".join(fmt(c) for c in conv),
@@ -326,7 +361,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
     nd = status[dcd][0]
     out.append(
         V.check_row(
-            result="DCD-PSGD diverges with an aggressive unbiased compressor",
+            result="decentralized_bits.dcd_diverges_aggressive",
             setting=setting + "; scaled rand-k k/d=0.1 (omega = 9)",
             measured=fmt(dcd) + "; " + fmt("DCD-PSGD QSGD s=4"),
             theoretical="DCD needs an accurate unbiased compressor (Tang et al. 2018); "
@@ -339,7 +374,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
     nde = status[ecd][0]
     out.append(
         V.check_row(
-            result="ECD-PSGD with an accurate unbiased compressor (QSGD s=4) at constant step",
+            result="decentralized_bits.ecd_constant_step",
             setting=setting,
             measured=fmt(ecd),
             theoretical="converges for an unbiased compressor in the paper's analysis "
@@ -391,8 +426,8 @@ def checks(data: pd.DataFrame) -> list[dict]:
             reason = f"bit ratio {ratio:.3f} < 1 (message-size ratio {msg:.3f}); {band}"
         out.append(
             V.check_row(
-                result=f"{name} reaches D-PSGD's error with fewer bits",
-                setting=setting + f"; error level f(x_bar)-f* = {LEVEL:g} "
+                result="decentralized_bits.fewer_bits_than_dpsgd",
+                setting=f"{name} against D-PSGD; " + setting + f"; error level f(x_bar)-f* = {LEVEL:g} "
                 f"({100 * LEVEL / init:.1f}% of initial), bits at the first crossing of the "
                 "mean curve (log-log interpolation between record points)",
                 measured=f"bits {b:.3g} vs D-PSGD {b0:.3g}: ratio {ratio:.3f} (iterations "
@@ -421,8 +456,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 larger.append(rname)
         out.append(
             V.check_row(
-                result="better connectivity (4x4 torus, gap 0.40, vs ring, gap 0.051) gives "
-                "a smaller consensus distance",
+                result="decentralized_bits.connectivity_smaller_consensus",
                 setting=setting + f"; torus CHOCO gamma_c={gct:.3g} (tuned); consensus "
                 f"averaged over record points with step >= {n // 2}, SE = mean of the "
                 "per-point SEs; margin 3 SE",

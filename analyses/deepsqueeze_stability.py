@@ -336,6 +336,49 @@ def _fmt_eta(r) -> str:
     return ">= 1" if r.status == "stable at 1" else f"< {ETA_LO}"
 
 
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "deepsqueeze_stability",
+    {
+        "eta_limit_shrinks_with_kd": V.Claim(
+            "the largest stable eta of DeepSqueeze shrinks as the top-k fraction k/d shrinks",
+            "theory note of convkit.bounds.decentralized (the eta-step needs a contraction)",
+        ),
+        "eta_limit_vs_gap": V.Claim(
+            "the largest stable eta of DeepSqueeze across ring sizes (spectral gaps)",
+            "no published claim; the eigenvalues of W_eta are 1 - eta (1 - lambda_i) "
+            "(w_eta.eigenvalues)",
+            kind=V.MEASUREMENT,
+        ),
+        "eta_limit_most_negative_eigenvalue": V.Claim(
+            "the largest stable eta is set by the most negative eigenvalue of W: "
+            "eta* (1 - lambda_n) does not depend on the ring",
+            "hypothesis derived here from the eigenvalues of W_eta (w_eta.eigenvalues)",
+        ),
+        "eta_limit_self_weight": V.Claim(
+            "the self-weight sets the largest stable eta, eta* (1 - W_ii) = const, rather than "
+            "the most negative eigenvalue, eta* (1 - lambda_n) = const",
+            "hypotheses formed here after the ring results",
+        ),
+        "c2_grows_with_compression": V.Claim(
+            "C_2 of DeepSqueeze's rate grows with the compression error (k/d 0.25 -> 0.1)",
+            "Tang et al. 2019, as summarized (deepsqueeze.rate)",
+        ),
+        "c2_shrinks_with_connectivity": V.Claim(
+            "C_2 of DeepSqueeze's rate shrinks with connectivity (ring P=16, gap 0.051 -> "
+            "P=8, gap 0.195)",
+            "Tang et al. 2019 (deepsqueeze.rate)",
+        ),
+        "rate_shape_and_step_limit": V.Claim(
+            "how well the rate shape c/sqrt(nT) + C_2/T fits, and the step limit "
+            "gamma <= 1/(3 L sqrt(C_2)) it implies",
+            "deepsqueeze.rate and deepsqueeze.step_limit (a sufficient condition only)",
+            kind=V.MEASUREMENT,
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative control (:func:`convkit.verdicts.controlled`): the k/d labels of the ring
     P = 8 stability limits reversed (k/d = 0.05 given the limit measured at 0.4 and so on),
@@ -350,7 +393,7 @@ def controls(data: pd.DataFrame) -> list[V.Control]:
         V.Control(
             "ring P=8: k/d labels of the stability limits reversed",
             bad,
-            ("largest stable eta of DeepSqueeze shrinks as k/d shrinks",),
+            ("deepsqueeze_stability.eta_limit_shrinks_with_kd",),
         )
     ]
 
@@ -399,7 +442,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         )
     out.append(
         V.check_row(
-            result="largest stable eta of DeepSqueeze shrinks as k/d shrinks",
+            result="deepsqueeze_stability.eta_limit_shrinks_with_kd",
             setting=base + "; ring P=8, top-k",
             measured="; ".join(f"k/d={r.fraction:g}: {_fmt_eta(r)}" for r in rs),
             theoretical="decreasing as k/d decreases (theory note; needs a contraction)",
@@ -412,7 +455,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
     rs_p = [int(r.P) for r in rs]
     out.append(
         V.check_row(
-            result="largest stable eta vs spectral gap (ring size)",
+            result="deepsqueeze_stability.eta_limit_vs_gap",
             setting=base + f"; top-k k/d=0.1, rings P in {sorted(rs_p)}",
             measured="; ".join(f"P={r.P} (gap {r.gap:.3f}): {_fmt_eta(r)}" for r in rs),
             theoretical="no explicit claim; [derived] the eigenvalues of W_eta are "
@@ -440,8 +483,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             v, why = V.INCONCLUSIVE, "the P=5 limit is censored"
         out.append(
             V.check_row(
-                result="largest stable eta is set by the most negative eigenvalue of W: "
-                "eta* (1 - lambda_n) independent of the ring [hypothesis, derived here]",
+                result="deepsqueeze_stability.eta_limit_most_negative_eigenvalue",
                 setting=base + "; top-k k/d=0.1; predict the odd ring P=5 "
                 f"(lambda_n={r5.lambda_n:.3f}) from P=8 (lambda_n={r8.lambda_n:.3f})",
                 measured=f"P=5: {_fmt_eta(r5)}",
@@ -485,9 +527,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
             v, why = V.VIOLATED, "neither hypothesis consistent on every graph"
         out.append(
             V.check_row(
-                result="the self-weight sets the largest stable eta, eta* (1 - W_ii) = "
-                "const, rather than the most negative eigenvalue, eta* (1 - lambda_n) = const "
-                "[hypotheses, formed here after the ring results]",
+                result="deepsqueeze_stability.eta_limit_self_weight",
                 setting=base + "; top-k k/d=0.1; uniform-weight K8 (W_ii = 1/8, "
                 "lambda_n = 0) and 4x4 torus (W_ii = 1/5, lambda_n = -0.6), scaled from the "
                 "ring P=8 bracket",
@@ -539,7 +579,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         txt, v, why = compare((P, 0.1), (P, 0.25))
         out.append(
             V.check_row(
-                result="C_2 grows with the compression error (k/d 0.25 -> 0.1)",
+                result="deepsqueeze_stability.c2_grows_with_compression",
                 setting=rbase + f"; ring P={P}",
                 measured=txt,
                 theoretical="C_2(k/d=0.1) > C_2(k/d=0.25) (Tang et al. 2019, as summarized)",
@@ -551,7 +591,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         txt, v, why = compare((16, f), (8, f))
         out.append(
             V.check_row(
-                result="C_2 shrinks with connectivity (ring P=16, gap 0.051 -> P=8, gap 0.195)",
+                result="deepsqueeze_stability.c2_shrinks_with_connectivity",
                 setting=rbase + f"; top-k k/d={f}",
                 measured=txt,
                 theoretical="C_2(P=16) > C_2(P=8)",
@@ -566,7 +606,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
     )
     out.append(
         V.check_row(
-            result="rate shape c/sqrt(nT) + C_2/T fits, and gamma <= 1/(3 L sqrt(C_2))",
+            result="deepsqueeze_stability.rate_shape_and_step_limit",
             setting=rbase + "; L = 1; gammas used "
             f"{G0 * np.sqrt(8 / max(Ts)):.3g}..{G0 * np.sqrt(16 / min(Ts)):.3g}",
             measured=rms,

@@ -123,6 +123,32 @@ def _final(data: pd.DataFrame, problem: str, iterate: str = "avg") -> pd.Series:
     return g.set_index("config")
 
 
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "local_sgd_curves",
+    {
+        "more_rounds_better": V.Claim(
+            "more frequent communication is better pre-asymptotically: the paired ratio "
+            "err(N rounds)/err(MBA) of Local-SGD is non-increasing in N and above 1",
+            "review of Patel & Dieuleveut 2019",
+        ),
+        "one_shot_gap": V.Claim(
+            "err(OSA)/err(MBA) of the averaged iterate: logistic regression with large steps "
+            "against least squares (exact)",
+            "local_sgd.osa_mba_ratio (least squares) and local_sgd_large_steps.osa_mba_excess "
+            "(logistic, large steps)",
+            kind=V.MEASUREMENT,
+        ),
+        "mba_vs_asymptote": V.Claim(
+            "MBA's averaged iterate against the statistical asymptote d/T: err(MBA) T / d at "
+            "the horizon (the problem in the setting)",
+            "averaged_sgd.polyak_juditsky (reached as T grows; not tested as a limit)",
+            kind=V.MEASUREMENT,
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative control (:func:`convkit.verdicts.controlled`): the labels of the Local-SGD
     schedules reversed in N (OSA's curve called N=1024 and so on), so that the error rises
@@ -158,10 +184,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         verdict, reason = V.CONSISTENT_UNRESOLVED, "non-increasing, but not every gap resolved"
     out.append(
         V.check_row(
-            result=(
-                "more frequent communication is better pre-asymptotically "
-                "(review of Patel & Dieuleveut 2019)"
-            ),
+            result="local_sgd_curves.more_rounds_better",
             setting=setting + "; paired ratio of the averaged iterate at T",
             measured=meas,
             theoretical="non-increasing in N, > 1",
@@ -172,7 +195,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     lsf = _final(data, "least_squares")
     out.append(
         V.check_row(
-            result="one-shot gap: logistic (large steps) against least squares (exact)",
+            result="local_sgd_curves.one_shot_gap",
             setting=(
                 f"{setting}; LS d=2, sigma=1, ||theta*||=10, theta0=0, C=0.9 x stability limit"
             ),
@@ -191,7 +214,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         asym = D / T
         out.append(
             V.check_row(
-                result=f"MBA's averaged iterate against the statistical asymptote d/T ({prob})",
+                result="local_sgd_curves.mba_vs_asymptote",
                 setting=setting if prob == "logistic" else f"LS as above, P={P}, T={T:g}",
                 measured=f"err(MBA) T / d = {m / asym:.3f}" + (f" ± {se / asym:.3f}" if se else ""),
                 theoretical=1.0,

@@ -156,6 +156,33 @@ def fit_exponents(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+_PATEL = "Patel & Dieuleveut 2019 (arXiv 1904.11325)"
+
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "local_sgd_threshold",
+    {
+        "nstar_exponent_T": V.Claim(
+            "the exponent of N* (rounds for Local-SGD to match MBA within 1 + eps) in T is 1/2",
+            f"{_PATEL}: N* ~ sqrt(P T) (local_sgd.rounds_needed)",
+        ),
+        "nstar_exponent_P": V.Claim(
+            "the exponent of N* (rounds for Local-SGD to match MBA within 1 + eps) in P is 1/2",
+            f"{_PATEL}: N* ~ sqrt(P T) (local_sgd.rounds_needed)",
+        ),
+        "error_monotone_in_rounds": V.Claim(
+            "err(N) is non-increasing in the number of evenly spaced rounds N (log grid)",
+            "the exact engine; more averaging never hurts on least squares",
+        ),
+        "osa_mba_ratio_to_one": V.Claim(
+            "err(OSA)/err(MBA) -> 1 as T grows, P fixed",
+            f"{_PATEL}, public review: OSA and MBA are asymptotically equivalent "
+            "(local_sgd.osa_mba_ratio)",
+        ),
+    },
+)
+
+
 def controls(df: pd.DataFrame) -> list[V.Control]:
     """Negative controls (:func:`convkit.verdicts.controlled`): the same checks on data made
     false on purpose: one ``err(N)`` made to increase; ``err(OSA)/err(MBA) - 1`` held at
@@ -202,7 +229,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 )
             out.append(
                 V.check_row(
-                    result=f"exponent of N* in {name}",
+                    result=f"local_sgd_threshold.nstar_exponent_{name}",
                     setting=f"{setting} (interior points {int(f.n_interior)}/{int(f.n_points)}, "
                     f"OSA enough in {f.frac_osa_enough:.0%}, MBA needed in "
                     f"{f.frac_mba_needed:.0%})",
@@ -214,7 +241,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             )
     out.append(
         V.check_row(
-            result="err(N) non-increasing in N (log grid)",
+            result="local_sgd_threshold.error_monotone_in_rounds",
             setting="all rows",
             measured=plain(df["monotone"].mean()),
             theoretical=1.0,
@@ -230,7 +257,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         verdict, reason, det = limit_verdict(g["T"], r - 1.0, None, toward="1")
         out.append(
             V.check_row(
-                result="err(OSA)/err(MBA) -> 1 as T grows",
+                result="local_sgd_threshold.osa_mba_ratio_to_one",
                 setting=", ".join(
                     f"{k}={v}" for k, v in zip([*SETTING[:-1], "P"], key, strict=True)
                 ),

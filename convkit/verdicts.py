@@ -162,7 +162,7 @@ MEASUREMENT = "measurement"
 #: the kinds of a declared claim
 CLAIM_KINDS: tuple[str, ...] = (CLAIM, MEASUREMENT)
 
-_SHORT_ID = re.compile(r"[a-z][a-z0-9_]*")
+_SHORT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _PREFIX = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -194,7 +194,7 @@ def declare_claims(prefix: str, claims: Mapping[str, Claim]) -> dict[str, Claim]
     """The ``CLAIMS`` of analysis ``prefix`` (its module name): ``{"<prefix>.<short>":
     claim}`` for every ``short -> claim`` of ``claims``, in order.
 
-    A short id is lower-case letters, digits and underscores, starting with a letter
+    A short id is letters, digits and underscores, starting with a letter
     (``"compressed_converge_like_dpsgd"``); the full id ``"<prefix>.<short>"`` is what a check
     row's ``result`` names. ``ValueError`` names a bad prefix or id, ``TypeError`` a value
     that is not a :class:`Claim`."""
@@ -207,7 +207,7 @@ def declare_claims(prefix: str, claims: Mapping[str, Claim]) -> dict[str, Claim]
     for short, claim in claims.items():
         if not isinstance(short, str) or not _SHORT_ID.fullmatch(short):
             raise ValueError(
-                f"claim id {short!r} of {prefix}: use lower-case letters, digits and "
+                f"claim id {short!r} of {prefix}: use letters, digits and "
                 "underscores, starting with a letter"
             )
         if not isinstance(claim, Claim):

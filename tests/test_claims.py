@@ -35,8 +35,8 @@ def _toy_namespace() -> V.ClaimNamespace:
 # ============================================================================ the mechanism
 def test_declare_claims_prefixes_the_ids_and_refuses_bad_ones():
     assert list(TOY_CLAIMS) == ["toy.decays", "toy.rate"]
-    with pytest.raises(ValueError, match="claim id 'Decays' of toy"):
-        V.declare_claims("toy", {"Decays": V.Claim("s", "p")})
+    with pytest.raises(ValueError, match="claim id 'de-cays' of toy"):
+        V.declare_claims("toy", {"de-cays": V.Claim("s", "p")})
     with pytest.raises(ValueError, match="prefix must be an analysis module name"):
         V.declare_claims("toy.sub", {})
     with pytest.raises(TypeError, match="toy.x must be a convkit.verdicts.Claim, got str"):
