@@ -116,6 +116,23 @@ def summary(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the claim of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "local_sgd_schedules",
+    {
+        "beats_even_spacing": V.Claim(
+            "a schedule of rounds with growing gaps (the family in the setting: quadratic, "
+            "power3, power4, geometric, drift_clock, or the best positions found) beats evenly "
+            "spaced rounds at equal N: err(family) < err(even) in at least 90 % of the (cell, "
+            "N) pairs and never worse",
+            "issue 'Local-SGD where communication matters', item 3b; growing gaps after "
+            "Spiridonoff et al. 2021 (spiridonoff.rounds_independent_of_T); best: the best "
+            "power p, chosen on other replicates",
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative control (:func:`convkit.verdicts.controlled`): every family's ratio to even
     spacing inverted (``r -> 1/r``, its SE ``se / r^2`` by the delta method, so the same pairs
@@ -154,8 +171,8 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
             verdict = V.MEASURED
         out.append(
             V.check_row(
-                result=f"{r.family} beats evenly spaced rounds at equal N ({r.problem})",
-                setting=sett,
+                result="local_sgd_schedules.beats_even_spacing",
+                setting=f"schedule {r.family}; {sett}",
                 measured=(
                     f"beats in {r.beats}/{r.pairs} (cell, N) pairs, worse in {r.worse}; "
                     f"median saving {100 * r.median_saving:.0f} %, largest "
@@ -180,12 +197,10 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
 def facts(data: pd.DataFrame) -> dict[str, str]:
     """README numbers from the CSV data: per problem and family, beats/pairs and savings."""
     out: dict[str, str] = {}
-    verdicts = {row["result"]: row["verdict"] for row in checks(data)}
-    for _, r in summary(data).iterrows():
+    rows = checks(data)  # one row per row of the summary, in its order
+    for (_, r), row in zip(summary(data).iterrows(), rows, strict=True):
         k = f"{r.problem}_{r.family}"
-        out[f"{k}_verdict"] = verdicts[
-            f"{r.family} beats evenly spaced rounds at equal N ({r.problem})"
-        ]
+        out[f"{k}_verdict"] = row["verdict"]
         out[f"{k}_imprecise"] = f"{r.imprecise}"
         out[f"{k}_beats"] = f"{r.beats}/{r.pairs}"
         out[f"{k}_median_saving"] = f"{100 * r.median_saving:.0f} %"

@@ -439,6 +439,40 @@ def fit(df: pd.DataFrame, problem: str, alpha: float, eps: float, var: str) -> d
 N_STAR_COLUMNS = ("N_star", "N_star_se", "N_lo", "N_hi", "N_star_q025", "N_star_q975")
 
 
+_PATEL = "Patel & Dieuleveut 2019 (arXiv 1904.11325)"
+
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "local_sgd_threshold_mc",
+    {
+        "nstar_exponent_T": V.Claim(
+            "the exponent of N* (rounds for Local-SGD to match MBA within 1 + eps, Monte "
+            "Carlo; the problem in the setting) in T is 1/2",
+            f"{_PATEL}: N* ~ sqrt(P T) (local_sgd.rounds_needed)",
+        ),
+        "nstar_exponent_P": V.Claim(
+            "the exponent of N* (rounds for Local-SGD to match MBA within 1 + eps, Monte "
+            "Carlo; the problem in the setting) in P is 1/2",
+            f"{_PATEL}: N* ~ sqrt(P T) (local_sgd.rounds_needed)",
+        ),
+        "osa_worse_than_mba": V.Claim(
+            "one-shot averaging is worse than MBA at the smallest T: err(OSA)/err(MBA) > 1 by "
+            "more than 3 paired SE at every P",
+            f"{_PATEL} (the one-shot gap before its T -> infinity limit)",
+        ),
+        "mc_ratio_agrees_exact": V.Claim(
+            "the Monte Carlo err(N)/err(MBA) of Local-SGD agrees with the exact engine "
+            "(least squares)",
+            "convkit.exact.expected_error: the same expectation without sampling error",
+        ),
+        "mc_nstar_agrees_exact": V.Claim(
+            "the Monte Carlo N* agrees with the exact N* (least squares)",
+            "convkit.exact.threshold.communication_threshold on the same grid",
+        ),
+    },
+)
+
+
 def controls(df: pd.DataFrame) -> list[V.Control]:
     """Negative controls (:func:`convkit.verdicts.controlled`), the same checks on data made
     false on purpose: ``N*`` (and its interval) times ``T`` or times ``P`` (its exponent moved
@@ -500,7 +534,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                             "(1 < N* < n) to fit"
                         )
                     row = V.check_row(
-                        result=f"exponent of N* in {var} (Monte Carlo, {problem})",
+                        result=f"local_sgd_threshold_mc.nstar_exponent_{var}",
                         setting=(
                             f"{problem}, d={D}, flat H, alpha={alpha}, eps={eps}, "
                             f"{f['fixed']}, C={C_FRAC} gamma*, theta0=theta*"
@@ -527,7 +561,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 )
                 out.append(
                     V.check_row(
-                        result=f"err(OSA)/err(MBA) > 1 by > 3 paired SE ({problem})",
+                        result="local_sgd_threshold_mc.osa_worse_than_mba",
                         setting=f"{problem}, alpha={alpha}, T={int(T0)}",
                         measured=meas,
                         theoretical="> 1",
@@ -544,7 +578,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         zc = float(norm.ppf(1 - 0.01 / (2 * m)))
         out.append(
             V.check_row(
-                result="Monte Carlo err(N)/err(MBA) agrees with the exact engine (least squares)",
+                result="local_sgd_threshold_mc.mc_ratio_agrees_exact",
                 setting=f"all {m} Local-SGD grid points; Bonferroni two-sided 1 % (|z| <= {zc:.2f})",
                 measured=(
                     f"max |z| {np.abs(zs).max():.2f}, within 3 SE: "
@@ -576,7 +610,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         }
         out.append(
             V.check_row(
-                result="Monte Carlo N* agrees with the exact N* (least squares)",
+                result="local_sgd_threshold_mc.mc_nstar_agrees_exact",
                 setting=(
                     f"{len(lt)} (alpha, P, T, eps) settings; MC status/exact status (same grid): "
                     f"{pairs}; exact N* (grid-interpolated) inside the MC 95 % bootstrap "
@@ -645,7 +679,7 @@ def facts(df: pd.DataFrame) -> dict[str, str]:
         )
     }
     for var in ("T", "P"):
-        ex = [r for r in rows if r["result"].startswith(f"exponent of N* in {var} ")]
+        ex = [r for r in rows if r["result"] == f"local_sgd_threshold_mc.nstar_exponent_{var}"]
         ok = [r for r in ex if r["verdict"] != V.NOT_IDENTIFIABLE]
         unres = [r for r in ok if r["verdict"] == V.CONSISTENT_UNRESOLVED]
         v = var.lower()
