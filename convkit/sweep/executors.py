@@ -23,6 +23,10 @@ def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
     Returns ``{"index", "key", "ok": True, "payload": bytes, "format", "meta", "seconds"}`` or
     ``{"index", "key", "ok": False, "error", "traceback", "seconds"}``.
     """
+    if "function" in task["setting"]:  # a function setting (convkit.sweep.functions)
+        from convkit.sweep.functions import execute_function
+
+        return execute_function(task)
     t0 = time.perf_counter()
     out: dict[str, Any] = {"index": task["index"], "key": task["key"]}
     try:

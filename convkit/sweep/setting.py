@@ -26,7 +26,7 @@ _RECORD_PARAMS: dict[str, Param] = {
     "iterates": Param("str_list", None, doc="keep only these iterates"),
     "metrics": Param("str_list", None, doc="keep only these metrics"),
 }
-_SETTING_KEYS = ("problem", "algorithm", "algorithms", "record", *_RUN_PARAMS)
+_SETTING_KEYS = ("problem", "algorithm", "algorithms", "record", "function", *_RUN_PARAMS)
 _SPEC_KEYS = ("name", "description", "seed", "imports", "grid", "zip", *_SETTING_KEYS)
 _ITERATES = ("avg", "tail", "last", "state")
 
@@ -205,6 +205,10 @@ def normalize_setting(raw: Mapping[str, Any], ctx: _Context | None = None) -> di
                 f"{_suggest(key, _SETTING_KEYS)}",
                 (key,),
             )
+    if "function" in raw:  # a function call instead of a simulation (convkit.sweep.functions)
+        from convkit.sweep.functions import normalize_function_setting
+
+        return normalize_function_setting(raw, ctx)
     out: dict[str, Any] = {}
     if "problem" not in raw:
         raise ctx.error("missing the [problem] table", ("problem",))
