@@ -73,7 +73,7 @@ def test_divergence_is_reported():
 def test_invalid_calls():
     p = HeterogeneousLeastSquares(3, 2, 1.0, seed=0, hessian_dissimilarity=0.2)
     with pytest.raises(TypeError, match="LocalSGD"):
-        expected_error_nodes(p, ck.algorithms.SCAFFOLD(2, ck.Constant(0.1)), steps=10)
+        expected_error_nodes(p, ck.FedAdam(2, ck.Constant(0.1)), steps=10)
     with pytest.raises(ValueError, match="workers = 2 nodes"):
         expected_error_nodes(p, ck.MBA(3, ck.Constant(0.1)), steps=10)
     with pytest.raises(TypeError, match="HeterogeneousLeastSquares"):

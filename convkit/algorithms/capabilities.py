@@ -26,14 +26,17 @@ fused: its unrotated Gaussian design), ``"heterogeneous_least_squares"``
 :func:`convkit.exact.expected_error_nodes`) and ``"logistic"`` (fused segments on
 :class:`~convkit.problems.logistic.LogisticRegression`).  Exact models: ``"local"`` (the
 Local-SGD family's second-moment recursion), ``"dpsgd"``, ``"choco"``, ``"deep_squeeze"``,
-``"server_momentum"`` (Local-SGD with server momentum, :mod:`convkit.exact.server_momentum`)
+``"server_momentum"`` (Local-SGD with server momentum, :mod:`convkit.exact.server_momentum`),
+``"scaffold"`` (SCAFFOLD on node Hessians and optima, :mod:`convkit.exact.scaffold_nodes`)
 (:data:`EXACT_MODELS`).  A model reads its parameters from the instance, as its class
 (the declaring one) names them: ``"local"`` and the fused segments ``workers``, ``batch``,
 ``step_size`` and ``comm`` (:class:`~convkit.algorithms.local.LocalSGD`'s), ``"dpsgd"``
 ``topology`` and ``form``, ``"choco"`` and ``"deep_squeeze"`` those of
 :class:`~convkit.algorithms.decentralized.CHOCOSGD` and
 :class:`~convkit.algorithms.decentralized.DeepSqueeze`, ``"server_momentum"`` Local-SGD's and
-``beta``, ``server_lr`` (:class:`~convkit.algorithms.federated.FedAvgM`'s).  A declaration is a statement about
+``beta``, ``server_lr`` (:class:`~convkit.algorithms.federated.FedAvgM`'s), ``"scaffold"``
+``workers``, ``batch``, ``step_size``, ``comm`` and ``server_step``
+(:class:`~convkit.algorithms.scaffold.SCAFFOLD`'s).  A declaration is a statement about
 the mathematics: the engines trust it, so a class declares only the model of its own update.
 
 A class also declares the *identities* its mathematics implies (``identities``, a tuple of
@@ -67,7 +70,7 @@ UPDATE_METHODS = ("init", "step", "prepare", "models", "worker_mean")
 #: the problem kinds a declaration may name
 PROBLEM_KINDS = ("least_squares", "heterogeneous_least_squares", "logistic")
 #: the exact models of :mod:`convkit.exact`
-EXACT_MODELS = ("local", "dpsgd", "choco", "deep_squeeze", "server_momentum")
+EXACT_MODELS = ("local", "dpsgd", "choco", "deep_squeeze", "server_momentum", "scaffold")
 #: the problem kinds of the fused Local-SGD segments
 FUSED_KINDS = ("logistic", "least_squares")
 

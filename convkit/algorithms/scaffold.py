@@ -98,9 +98,10 @@ class SCAFFOLD(Algorithm):
     """
 
     state_arrays = 2
-    #: no exact model, no fused segments: step by step (its gradients through the problem's
-    #: oracle, compiled where the problem has a kernel)
-    capabilities = Capabilities()
+    #: the exact model of node Hessians and optima (convkit.exact.scaffold_nodes); no fused
+    #: segments: step by step (its gradients through the problem's oracle, compiled where the
+    #: problem has a kernel)
+    capabilities = Capabilities(exact={"heterogeneous_least_squares": "scaffold"})
     identities = (
         AlgorithmIdentity(
             "communicating after every step with server_step = 1 is mini-batch averaging",

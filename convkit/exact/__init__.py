@@ -6,7 +6,8 @@
   with identity or (scaled) rand-k compressors (:mod:`convkit.exact.compressed`);
 * :func:`expected_error_nodes`: the same for
   :class:`~convkit.problems.heterogeneous.HeterogeneousLeastSquares` (node Hessians and
-  optima; the Local-SGD family and D-PSGD, :mod:`convkit.exact.heterogeneous`);
+  optima; the Local-SGD family and D-PSGD, :mod:`convkit.exact.heterogeneous`, and SCAFFOLD,
+  :mod:`convkit.exact.scaffold_nodes`);
 * :func:`stability_limit`: the mean-square stability limit of constant steps from the same
   recursion;
 * :func:`communication_threshold`: the rounds Local-SGD needs to match MBA (exact curves).

@@ -41,6 +41,9 @@ by ``K = W - gamma diag(h_.j)`` (per coordinate) in the mean part, the noise inj
 that of the local step (the gradient is taken at the node's own point). The time averages
 follow as above with ``G_t`` = the step's linear map.
 
+SCAFFOLD (:mod:`convkit.exact.scaffold_nodes`): the same step with control variates, the
+stacked state of node errors, control variates and server model being affine in the noise.
+
 Cost ``O(P^2 d)`` per local step for the Local-SGD family
 (:class:`~convkit.algorithms.local.LocalSGD`: MBA, Local-SGD, OSA, any step and communication
 schedule, any batch), ``O(P^3 d)`` for D-PSGD, in NumPy. Gaussian or additive design. :func:`expected_error_nodes` returns the
@@ -68,13 +71,14 @@ from .dispatch import EXACT_COUNT, result_from_raw
 from .dpsgd import dpsgd_mixing
 from .local import LocalSpec, local_specs
 from .moments import design_coefficients
+from .scaffold_nodes import node_scaffold_curves, scaffold_units
 
 __all__ = ["EXACT_NODE_MOMENTS", "expected_error_nodes", "node_dpsgd_curves", "node_local_curves"]
 
 #: the problem kind of this engine in the algorithms' declarations (``capabilities``)
 KIND = "heterogeneous_least_squares"
 #: the exact models this engine runs (:data:`convkit.algorithms.capabilities.EXACT_MODELS`)
-NODE_MODELS = ("local", "dpsgd")
+NODE_MODELS = ("local", "dpsgd", "scaffold")
 
 
 class _NodeMoments:
@@ -88,7 +92,7 @@ class _NodeMoments:
             return False, "exact engine only"
         return True, (
             "the node-moment recursions in NumPy (O(P^2 d) per step for the Local-SGD family, "
-            "O(P^3 d) for D-PSGD)"
+            "O(P^3 d) for D-PSGD and SCAFFOLD)"
         )
 
 
@@ -311,7 +315,8 @@ def expected_error_nodes(
     tail: float = 0.5,
     divergence_factor: float = 1e12,
 ) -> Any:
-    """Exact expected errors of Local-SGD-family ``algorithms`` on ``problem`` (node Hessians
+    """Exact expected errors of ``algorithms`` (the Local-SGD family, D-PSGD, SCAFFOLD: the
+    exact models of :data:`NODE_MODELS`) on ``problem`` (node Hessians
     and optima; module docstring), as a :class:`~convkit.result.Result` laid out as
     :func:`convkit.exact.expected_error`'s (``se = 0``, ``count = 0``), with the node metrics
     ``node_excess_risk``, ``node_hnorm2``, ``node_dist2`` under the iterate ``"state"``.
@@ -340,7 +345,8 @@ def expected_error_nodes(
             )
             raise TypeError(
                 "expected_error_nodes handles the exact models 'local' (LocalSGD: MBA, "
-                "Local-SGD, OSA) and 'dpsgd' (uncompressed D-PSGD on a static topology); "
+                "Local-SGD, OSA), 'dpsgd' (uncompressed D-PSGD on a static topology) and "
+                "'scaffold' (SCAFFOLD, convkit.exact.scaffold_nodes); "
                 f"got {a.label} ({type(a).__name__}): {why}"
             )
         models.append(model)
@@ -363,7 +369,10 @@ def expected_error_nodes(
     )
     raws, div = [], np.zeros(len(algos), dtype=np.int64)
     P, d = problem.P, problem.d
-    cost = [float(P) ** (2 if m == "local" else 3) * d for m in models]
+    cost = [
+        scaffold_units(P, d) if m == "scaffold" else float(P) ** (2 if m == "local" else 3) * d
+        for m in models
+    ]
     timer = _StepTimer(
         sum(c * n for c, n in zip(cost, ns, strict=True)),
         sum(ns),
@@ -376,6 +385,11 @@ def expected_error_nodes(
         if models[i] == "local":
             spec = local_specs([a], [ns[i]], record, n_record, tail, n_max=max(ns), recs=[recs[i]])
             raw, dv = node_local_curves(problem, spec[0], theta0, threshold, timer)
+        elif models[i] == "scaffold":
+            spec = local_specs([a], [ns[i]], record, n_record, tail, n_max=max(ns), recs=[recs[i]])
+            raw, dv = node_scaffold_curves(
+                problem, spec[0], a.server_step, theta0, threshold, timer
+            )
         else:
             raw, dv = node_dpsgd_curves(problem, a, ns[i], recs[i], s0, theta0, threshold, timer)
         raws.append(raw)
