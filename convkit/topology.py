@@ -43,6 +43,15 @@ Mixing strategies (:meth:`Topology.mix`)
   exponential graph, complete graph, one-peer exponential graph), ``W X = sum_s c_s S^s X``
   with ``c_s = W_0s`` and ``S^s X`` the block shifted by ``s`` workers (ring:
   ``w_0 X + w_1 roll(X, 1) + w_1 roll(X, -1)``); cost ``O(#offsets R P d)``.
+* ``"ordered"``: the same numbers on every x86-64 CPU (for the engines whose results feed a
+  decision: top-k selection, stochastic rounding, divergence tests). For NumPy inputs the CSR
+  product of ``"sparse"`` whatever ``W``'s density (a dense ``W`` stores all its entries):
+  each output entry is ``acc = 0``, then ``acc += W_ij x_j`` over the row's stored ``j`` in
+  increasing order, a multiply then an add (SciPy's ``csr_matvecs``, compiled for the
+  x86-64 baseline: no fused multiply-add, no SIMD-width-dependent order), whereas the
+  BLAS's ``gemm`` of ``"dense"`` sums in an order set by the kernel the CPU selects
+  (Haswell and SkylakeX kernels differ in the last bits). Other array libraries: ``"dense"``
+  (no guarantee).
 * ``"auto"`` (default), chosen from measurements (``benchmarks/bench_mixing.py``; CPU, one
   BLAS thread, ``R = 16``, ``d`` from 1 to 1000, ``P`` from 16 to 256): for NumPy inputs
   ``"sparse"`` if at most a fraction :data:`SPARSE_MAX_DENSITY` of ``W``'s entries is
@@ -99,7 +108,7 @@ __all__ = [
 ]
 
 WEIGHT_RULES = ("metropolis", "uniform", "max-degree")
-MIX_METHODS = ("auto", "dense", "sparse", "shift")
+MIX_METHODS = ("auto", "dense", "sparse", "shift", "ordered")
 SHIFT_MAX_OFFSETS = 8
 """``auto`` uses the shift product for circulant ``W`` with at most this many offsets != 0."""
 SPARSE_MAX_DENSITY = 0.125
@@ -457,6 +466,8 @@ class Topology:
         plan = self._plan(t)
         if method == "auto":
             method = self.mix_method(t, numpy=isinstance(X, np.ndarray))
+        elif method == "ordered":
+            method = "sparse" if array_library(X) == "numpy" else "dense"
         if method == "shift":
             if plan["circulant"] is None:
                 raise ValueError(f"method='shift' needs a circulant W; {self.name} is not")
@@ -484,11 +495,14 @@ class Topology:
             lambda: sparse_block_operator(self._plan(t)["W"], R, X),
         )
 
-    def sparse_block_csr(self, X: Any, t: int = 0) -> tuple[Any, Any, Any] | None:
+    def sparse_block_csr(
+        self, X: Any, t: int = 0, method: str = "auto"
+    ) -> tuple[Any, Any, Any] | None:
         """``(indptr, indices, data)`` of the CSR operator ``kron(I_R, W_t)`` (dtype of ``X``)
         that :meth:`mix` applies to the NumPy block ``X`` of shape ``(R, P, d)`` at iteration
-        ``t`` with ``method="auto"``, or None where ``mix`` would use another product (dense
-        ``W``, another array library, another shape or dtype).
+        ``t`` with this ``method`` (``"auto"``: where ``W_t`` is sparse enough; ``"sparse"``
+        and ``"ordered"``: always), or None where ``mix`` would use another product (dense
+        ``W`` with ``"auto"``, another array library, another shape or dtype).
 
         Row ``r P + i`` of the operator holds row ``i`` of ``W_t`` shifted to the columns of
         replicate ``r``.  Compiled kernels that mix with these arrays in their stored order
@@ -501,7 +515,8 @@ class Topology:
             or X.ndim != 3
             or X.shape[1] != self.n
             or X.dtype not in (np.float64, np.float32)
-            or self.mix_method(t, numpy=True) != "sparse"
+            or (method == "auto" and self.mix_method(t, numpy=True) != "sparse")
+            or method not in ("auto", "sparse", "ordered")
             or not _compiled_csr_matches_scipy()
         ):
             return None

@@ -190,13 +190,17 @@ def test_benchmark_configuration_takes_the_fused_path(monkeypatch):
             lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw),
         )
     prob = ck.LeastSquares.gaussian(d=20, noise=1.0, seed=0)
-    for P, suffix in ((8, "_update"), (64, "_mix_update")):
+    # dense W (P = 8): the fused mixing with the "ordered" product (the default of the
+    # compressed algorithms), the BLAS's with the old fast path "auto"; sparse W: fused always
+    cases = ((8, "auto", "_update"), (8, "ordered", "_mix_update"), (64, "auto", "_mix_update"))
+    for P, mixing, suffix in cases:
         calls.clear()
         for algo in (
             CHOCOSGD(ring(P), ck.Constant(0.01), TopK(k=2), 0.2),
             CHOCOSGD(ring(P), ck.Constant(0.01), TopK(k=2), 0.2, order="reference_code"),
             DeepSqueeze(ring(P), ck.Constant(0.01), TopK(k=2), 0.2),
         ):
+            algo.mixing = mixing
             algo.prepare(3)
             stream = ck.Backend().stream(0)
             state = algo.init(np.zeros((2, P, 20)), stream)

@@ -193,6 +193,11 @@ class DecentralizedAlgorithm(Algorithm):
     """
 
     compressed = True
+    #: the product of :meth:`convkit.topology.Topology.mix`: ``"ordered"`` (the same numbers
+    #: on every x86-64 CPU: a compressed algorithm's compressor decides on the values, top-k's
+    #: selection, stochastic rounding's coin flips, and a last-bit difference of the BLAS's
+    #: product would lead to another trajectory) or ``"auto"`` (the fastest, D-PSGD)
+    mixing: str = "ordered"
     #: each algorithm of the family declares its own (none here)
     capabilities = Capabilities()
     state_metrics: tuple[str, ...] = ("consensus", "grad_norm2")
@@ -220,7 +225,7 @@ class DecentralizedAlgorithm(Algorithm):
 
     # ------------------------------------------------------------------ helpers
     def _mix(self, X: Any, k: int) -> Any:
-        return self.topology.mix(X, t=k - 1)
+        return self.topology.mix(X, t=k - 1, method=self.mixing)
 
     def _compress(self, X: Any, stream: Any) -> Any:
         return self.compressor.compress(X, stream)
@@ -353,6 +358,7 @@ class DPSGD(DecentralizedAlgorithm):
     """
 
     compressed = False
+    mixing = "auto"
     state_arrays = 1
     #: the exact D-PSGD recursions (:mod:`convkit.exact.dpsgd`, node optima:
     #: :mod:`convkit.exact.heterogeneous`; static topologies); the problems' compiled SGD step
@@ -644,7 +650,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
         X = oracle.sgd_update(state.x, self.gamma(k))  # h = x - gamma g
         Xh = state.x_hat
         kk = self._fused_topk(X)
-        csr = None if kk is None else self._W_gc.sparse_block_csr(X, t=k - 1)
+        csr = None if kk is None else self._W_gc.sparse_block_csr(X, k - 1, self.mixing)
         if self.order == "paper":
             # x_hat <- x_hat + C(h - x_hat), then x <- h + gamma_c (W - I) x_hat (new copies)
             if csr is not None and topk_choco_copies_mix_update(X, Xh, kk, csr):  # all 4 lines
@@ -653,7 +659,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
             if kk is None or not topk_choco_copies_update(X, Xh, kk):  # fused: the 2 lines
                 D = X - Xh
                 Xh += self._compress(D, stream)
-            X += self._W_gc.mix(Xh, t=k - 1)
+            X += self._W_gc.mix(Xh, t=k - 1, method=self.mixing)
             X -= Xh
             state.x = X
             return state
@@ -661,7 +667,7 @@ class CHOCOSGD(DecentralizedAlgorithm):
         if csr is not None and topk_choco_mix_update(X, Xh, kk, csr):  # mixing and lines below
             state.x = X
             return state
-        M = self._W_gc.mix(Xh, t=k - 1)
+        M = self._W_gc.mix(Xh, t=k - 1, method=self.mixing)
         if kk is not None and topk_choco_update(X, M, Xh, kk):  # the lines below, one pass
             state.x = X
             return state
@@ -757,7 +763,7 @@ class DeepSqueeze(DecentralizedAlgorithm):
         U = state.delta
         kk = self._fused_topk(X)
         if kk is not None:
-            csr = self._W_eta.sparse_block_csr(X, t=k - 1)
+            csr = self._W_eta.sparse_block_csr(X, k - 1, self.mixing)
             V = None if csr is None else topk_deepsqueeze_mix_update(X, U, kk, csr)
             if V is not None:  # the 5 lines below and the mixing, fused
                 state.x = X
@@ -770,7 +776,7 @@ class DeepSqueeze(DecentralizedAlgorithm):
             U -= V  # new delta = h + delta - v
             # eta (W - I) V = W_eta V - V with W_eta = (1 - eta) I + eta W
             X -= V
-        X += self._W_eta.mix(V, t=k - 1)
+        X += self._W_eta.mix(V, t=k - 1, method=self.mixing)
         state.x = X
         state.v = V
         return state

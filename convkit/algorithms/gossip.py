@@ -7,6 +7,7 @@ gradients, Koloskova, Stich, Jaggi 2019).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +119,19 @@ class ConsensusTuning:
     d: int
 
 
+def _libm(fn: Any, a: np.ndarray) -> np.ndarray:
+    """``fn`` (``math.log``, ``math.exp``) of every entry of the float64 array ``a``, through
+    the C library's scalar function: NumPy's SIMD loops of ``log`` / ``exp`` differ between
+    AVX2 and AVX512 CPUs in the last bit, and the tuner's choice is a minimum over these
+    rates (a few hundred values: the loop costs microseconds)."""
+    return np.fromiter((fn(v) for v in a.ravel().tolist()), np.float64, a.size).reshape(a.shape)
+
+
+def _exp(v: float) -> float:
+    """``math.exp`` with ``inf`` for an overflow (as NumPy's) instead of an exception."""
+    return math.inf if v > 709.0 else math.exp(v)
+
+
 def tune_consensus_step(
     topology: Topology,
     compressor: Compressor | str,
@@ -170,7 +184,7 @@ def tune_consensus_step(
     e_half = None
     with np.errstate(all="ignore"):
         for t in range(iterations):
-            M = topology.mix(Xh, t=t)
+            M = topology.mix(Xh, t=t, method="ordered")  # the same on every CPU
             M -= Xh
             M *= gc
             X += M
@@ -182,9 +196,11 @@ def tune_consensus_step(
         e_half = np.maximum(to_numpy(e_half).astype(np.float64), tiny)
         e_end_np = to_numpy(e_end).astype(np.float64)
         finite = np.isfinite(e_end_np) & np.isfinite(e_half)
-        logs = (np.log(np.maximum(e_end_np, tiny)) - np.log(e_half)) / (iterations - half)
+        logs = (_libm(math.log, np.maximum(e_end_np, tiny)) - _libm(math.log, e_half)) / (
+            iterations - half
+        )
         logs = np.where(finite, logs, np.inf).reshape(Gn, R)
-        rates = np.exp(np.mean(logs, axis=1))
+        rates = _libm(_exp, np.mean(logs, axis=1))
     order = np.lexsort((-grid, rates))
     best = int(order[0])
     return ConsensusTuning(float(grid[best]), float(rates[best]), grid, rates, iterations, d)
