@@ -145,6 +145,76 @@ def _model(alpha: float) -> dict[str, float]:
     return model_exponents(alpha)
 
 
+_MODEL = (
+    "the large-step model, convkit.bounds.local_sgd_large_steps.model_exponents "
+    "(local_sgd_large_steps.osa_mba_excess, local_sgd_large_steps.rounds_needed)"
+)
+_SQRT_PT = "Patel & Dieuleveut 2019 read as N* ~ sqrt(P T) (local_sgd.rounds_needed)"
+_GAP = "err(OSA)/err(MBA) - 1"
+_WINDOWS = "over every window T >= T_min where a power law fits, decided when all agree"
+
+
+def _exponent_claims() -> dict[str, V.Claim]:
+    """The exponent claims: of the OSA gap and of N* in T and in P, against the large-step
+    model (and for N* the sqrt(PT) reading), on all precise cells and over the windows."""
+    out: dict[str, V.Claim] = {}
+    for key, quantity, source, what in (
+        ("gap", _GAP, _MODEL, "the large-step model's exponent (1 - 2 alpha in T, 2 alpha in P)"),
+        ("nstar", "N*(eps)", _MODEL, "the large-step model's exponent"),
+        ("nstar_sqrtpt", "N*(eps)", _SQRT_PT, "1/2"),
+    ):
+        for var in ("T", "P"):
+            if key != "nstar_sqrtpt":
+                out[f"{key}_exponent_{var}"] = V.Claim(
+                    f"the exponent of {quantity} in {var} (joint fit in T and P) is {what}",
+                    source,
+                )
+            out[f"{key}_exponent_{var}_windows"] = V.Claim(
+                f"the exponent of {quantity} in {var} is {what}, {_WINDOWS}", source
+            )
+        out[f"{key}_exponents_windows"] = V.Claim(
+            f"the exponents of {quantity} in T and P are {what}, {_WINDOWS} (a row when no "
+            "window fits)",
+            source,
+        )
+    out["nstar_sqrtpt_exponent_T"] = V.Claim(
+        "the exponent of N*(eps) in T (joint fit in T and P) is 1/2", _SQRT_PT
+    )
+    out["nstar_sqrtpt_exponent_P"] = V.Claim(
+        "the exponent of N*(eps) in P (joint fit in T and P) is 1/2", _SQRT_PT
+    )
+    return out
+
+
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "local_sgd_large_steps",
+    {
+        **_exponent_claims(),
+        "osa_worse_than_mba": V.Claim(
+            "one-shot averaging is worse than MBA: err(OSA)/err(MBA) > 1 by more than 3 "
+            "paired SE in every precise cell",
+            _MODEL,
+        ),
+        "sqrt_pt_rounds_suffice": V.Claim(
+            "N = ceil(sqrt(P T)) evenly spaced rounds suffice: err <= (1 + eps) err(MBA) (eps "
+            "in the setting)",
+            _SQRT_PT,
+        ),
+        "least_squares_contrast": V.Claim(
+            "err(OSA)/err(MBA) of least squares (exact) against logistic regression",
+            "local_sgd.osa_mba_ratio (exact least squares)",
+            kind=V.MEASUREMENT,
+        ),
+        "grid_coverage": V.Claim(
+            "the cells of the full grid that the run did not simulate",
+            "analyses/_local_sgd_cells.py (the caps on n and on T at alpha != 0.75)",
+            kind=V.MEASUREMENT,
+        ),
+    },
+)
+
+
 def _exp_verdict(fit, var, claimed, alternatives) -> tuple[str, str]:
     """``(verdict, reason)`` of the exponent of ``var`` in ``fit`` against ``claimed``
     (:func:`convkit.verdicts.exponent_verdict`, the fit's adequacy included)."""
@@ -213,24 +283,24 @@ def window_verdict(
 
 
 def _window_rows(
-    quantity: str,
+    key: str,
     setting: str,
     g: pd.DataFrame,
     column: str,
     model: dict[str, float],
     keys: tuple[str, str],
     alternatives: tuple[float, ...],
-    reading: str = "large-step model",
 ) -> list[dict[str, Any]]:
     """Rows of the exponents over every window where a power law fits (:func:`window_fits`)
-    against ``model[keys]`` (the claim of ``reading``), decided only when every adequate
-    window agrees (:func:`window_verdict`), or one ``not_identifiable`` row when no window of
-    at least 8 cells and two ``T`` fits."""
+    against ``model[keys]`` (the claims ``local_sgd_large_steps.<key>_exponent_<T|P>_windows``
+    of :data:`CLAIMS`), decided only when every adequate window agrees
+    (:func:`window_verdict`), or one ``not_identifiable`` row
+    (``<key>_exponents_windows``) when no window of at least 8 cells and two ``T`` fits."""
     wins = window_fits(g, column)
     if not wins:
         return [
             V.check_row(
-                result=f"exponents of {quantity} in T and P ({reading}, where a power law fits)",
+                result=f"local_sgd_large_steps.{key}_exponents_windows",
                 setting=f"{setting}, windows T >= T_min of at least 8 cells and two T",
                 measured="no window with an adequate fit",
                 theoretical=f"T {model[keys[0]]:g}, P {model[keys[1]]:g}",
@@ -240,8 +310,8 @@ def _window_rows(
         ]
     listing = ", ".join(f"T >= {_sci(t)} ({f['n_points']} cells)" for t, f in wins)
     rows = []
-    for var, key in zip(("T", "P"), keys, strict=True):
-        verdict, reason = window_verdict(wins, var, model[key], alternatives)
+    for var, mkey in zip(("T", "P"), keys, strict=True):
+        verdict, reason = window_verdict(wins, var, model[mkey], alternatives)
         measured = "; ".join(
             f"T >= {_sci(t)}: {f['slopes'][var]:.3f} {st.fmt_interval(f['intervals'][var])} "
             f"(chi2/dof {f['chi2_dof']:.1f}, {f['n_points']} cells)"
@@ -249,11 +319,11 @@ def _window_rows(
         )
         rows.append(
             V.check_row(
-                result=f"exponent of {quantity} in {var} ({reading}, where a power law fits)",
+                result=f"local_sgd_large_steps.{key}_exponent_{var}_windows",
                 setting=f"{setting}, joint fits over every adequate window T >= T_min of at "
                 f"least 8 cells and two T: {listing}",
                 measured=measured,
-                theoretical=round(float(model[key]), 4),
+                theoretical=round(float(model[mkey]), 4),
                 verdict=verdict,
                 reason=reason,
             )
@@ -290,7 +360,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         for var, key in (("T", "ratio_T"), ("P", "ratio_P")):
             out.append(
                 _exp_row(
-                    f"exponent of err(OSA)/err(MBA) - 1 in {var} (large-step model)",
+                    f"local_sgd_large_steps.gap_exponent_{var}",
                     f"{setting0}, alpha={a}, joint fit in T and P over {f['n_points']} precise "
                     f"cells{left}",
                     f,
@@ -300,7 +370,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 )
             )
         out += _window_rows(
-            "err(OSA)/err(MBA) - 1",
+            "gap",
             f"{setting0}, alpha={a}{left}",
             g,
             "ratio_to_mba",
@@ -311,7 +381,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         z = (g.ratio_to_mba - 1) / g.ratio_se
         out.append(
             V.check_row(
-                result="one-shot averaging is worse than MBA (err(OSA)/err(MBA) > 1)",
+                result="local_sgd_large_steps.osa_worse_than_mba",
                 setting=f"{setting0}, alpha={a}, {len(g)} precise (T, P) cells{left}",
                 measured=(
                     f"ratio {g.ratio_to_mba.min():.2f}-{g.ratio_to_mba.max():.2f}; "
@@ -338,7 +408,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 sett = f"{setting0}, alpha={a}, eps={eps}, interior cells ({stat})"
                 out.append(
                     _exp_row(
-                        f"exponent of N* in {var} (large-step model)",
+                        f"local_sgd_large_steps.nstar_exponent_{var}",
                         sett,
                         f,
                         var,
@@ -349,7 +419,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 )
                 out.append(
                     _exp_row(
-                        f"exponent of N* in {var} (sqrt(PT) reading)",
+                        f"local_sgd_large_steps.nstar_sqrtpt_exponent_{var}",
                         sett,
                         f,
                         var,
@@ -359,16 +429,15 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
                 )
             gi = g[g.status == "interior"]
             sett = f"{setting0}, alpha={a}, eps={eps}, interior cells"
-            out += _window_rows("N*", sett, gi, "N_star", m, ("nstar_T", "nstar_P"), (0.5,))
+            out += _window_rows("nstar", sett, gi, "N_star", m, ("nstar_T", "nstar_P"), (0.5,))
             out += _window_rows(
-                "N*",
+                "nstar_sqrtpt",
                 sett,
                 gi,
                 "N_star",
                 {"T": 0.5, "P": 0.5},
                 ("T", "P"),
                 (0.0, 1.0),
-                reading="sqrt(PT) reading",
             )
     sq = sqrt_pt_table(df)
     for eps in st.EPS:
@@ -382,9 +451,9 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
         worst = below.loc[below.ratio.idxmax()]
         out.append(
             V.check_row(
-                result=f"sqrt(PT) evenly spaced rounds suffice (err <= (1+{eps}) err(MBA))",
+                result="local_sgd_large_steps.sqrt_pt_rounds_suffice",
                 setting=(
-                    f"{setting0}, N=ceil(sqrt(PT)) < n in {len(below)} precise cells "
+                    f"eps={eps}: {setting0}, N=ceil(sqrt(PT)) < n in {len(below)} precise cells "
                     f"(capped at n in {int((sq.status == 'capped').sum())}, imprecise: paired "
                     f"SE > {100 * cells.PRECISION:g} % of the ratio, in "
                     f"{int((sq.status == 'imprecise').sum())})"
@@ -410,7 +479,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             lg = lg[lg.alpha == 0.75]
             out.append(
                 V.check_row(
-                    result="least squares: err(OSA)/err(MBA) (exact) against logistic",
+                    result="local_sgd_large_steps.least_squares_contrast",
                     setting=(
                         f"LS d=2, h=(1,1), sigma=1, ||theta*||={tn:g}, theta0=0, C L={cl:.3f} "
                         f"({cl / cells.ls_stability_CL():.2f} x stability limit), alpha=0.75, "
@@ -436,7 +505,7 @@ def checks(df: pd.DataFrame) -> list[dict[str, Any]]:
             part = [(a, T, P) for a, T, P, w in sk if w == why]
             out.append(
                 V.check_row(
-                    result="grid coverage of the full run (cells not simulated)",
+                    result="local_sgd_large_steps.grid_coverage",
                     setting=(
                         f"n = T/P > {cells.N_MAX} local steps"
                         if why.startswith("n")
