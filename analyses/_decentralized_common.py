@@ -73,6 +73,7 @@ COMPRESSED = METHODS[1:]
 #: methods whose analysis needs an unbiased compressor
 UNBIASED_METHODS = ("DCD-PSGD", "ECD-PSGD")
 TOPOLOGIES = ("ring", "torus", "exponential")
+    contraction_rates,
 
 
 def topology(kind: str) -> Topology:
@@ -122,16 +123,11 @@ def tune_deepsqueeze_eta(
             U = X + Delta
             V = np.asarray(comp.compress(U, stream))
             Delta = U - V
-            X = X + eta * (np.asarray(topo.mix(V, t=t)) - V)
+            X = X + eta * (np.asarray(topo.mix(V, t=t, method="ordered")) - V)
             if t + 1 == half:
                 e_half = np.asarray(consensus_distance(X))
         e_end = np.asarray(consensus_distance(X))
-        tiny = 1e-300
-        ok = np.isfinite(e_end) & np.isfinite(e_half)
-        logs = (np.log(np.maximum(e_end, tiny)) - np.log(np.maximum(e_half, tiny))) / (
-            iterations - half
-        )
-        rates = np.exp(np.mean(np.where(ok, logs, np.inf).reshape(G, R), axis=1))
+    rates = contraction_rates(e_half, e_end, iterations - half, G)  # the same on every CPU
     best = int(np.lexsort((-grid, rates))[0])
     return float(grid[best])
 

@@ -79,6 +79,21 @@ def table(data: pd.DataFrame) -> pd.DataFrame:
     return osa.merge(nt[["variant", "T", "P", "n", "N_star", "status"]], on=["variant", "T", "P"])
 
 
+#: the claim of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "local_sgd_variations",
+    {
+        "one_shot_gap_under_variation": V.Claim(
+            "err(OSA)/err(MBA) and N*(0.1) of online logistic regression under one change at "
+            "a time to the base cell (the variation in the setting), against the base",
+            "the large-step model's robustness (local_sgd_large_steps.osa_mba_excess); no "
+            "claim per variation",
+            kind=V.MEASUREMENT,
+        ),
+    },
+)
+
+
 def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     """One measured row per variation: the OSA/MBA ratio over its cells and N*(0.1)."""
     out = []
@@ -95,9 +110,9 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         rel = g.set_index(["T", "P"]).ratio_to_mba / base_r.reindex(g.set_index(["T", "P"]).index)
         out.append(
             V.check_row(
-                result=f"err(OSA)/err(MBA) and N*(0.1) under the variation: {v}",
+                result="local_sgd_variations.one_shot_gap_under_variation",
                 setting=(
-                    "logistic, alpha=0.75, theta0=0 unless stated, T in {1e3, 1e4, 1e5}, "
+                    f"variation {v}: logistic, alpha=0.75, theta0=0 unless stated, T in {1e3, 1e4, 1e5}, "
                     "P in {4, 16}"
                 ),
                 measured=cellstxt,

@@ -22,6 +22,7 @@ from ..validation import check_int, check_real
 __all__ = [
     "ConsensusTuning",
     "consensus_distance",
+    "contraction_rates",
     "copy_holder_messages",
     "directed_messages",
     "eta_spectral_gap",
@@ -132,6 +133,24 @@ def _exp(v: float) -> float:
     return math.inf if v > 709.0 else math.exp(v)
 
 
+def contraction_rates(e_half: Any, e_end: Any, steps: int, groups: int) -> np.ndarray:
+    """Per-step contraction rates of gossip runs, the same bits on every CPU: for ``groups``
+    groups of equally many runs (``e_half``, ``e_end``: the consensus distances of every run
+    ``steps`` steps apart, group-major), ``exp(mean_runs (log e_end - log e_half) / steps)``
+    with ``e`` floored at ``1e-300`` and ``inf`` for a run whose distances are not finite.
+    The logarithms and exponentials are the C library's scalar ones (NumPy's SIMD loops of
+    ``log`` / ``exp`` differ between AVX2 and AVX512 CPUs in the last bit, and the tuners
+    pick the minimum of these rates); the mean is NumPy's, the same on every CPU."""
+    tiny = 1e-300
+    a = np.asarray(e_half, dtype=np.float64)
+    b = np.asarray(e_end, dtype=np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(all="ignore"):
+        logs = (_libm(math.log, np.maximum(b, tiny)) - _libm(math.log, np.maximum(a, tiny))) / steps
+        logs = np.where(finite, logs, np.inf).reshape(groups, -1)
+        return _libm(_exp, np.mean(logs, axis=1))
+
+
 def tune_consensus_step(
     topology: Topology,
     compressor: Compressor | str,
@@ -192,15 +211,7 @@ def tune_consensus_step(
             if t + 1 == half:
                 e_half = consensus_distance(X)
         e_end = consensus_distance(X)
-        tiny = 1e-300
-        e_half = np.maximum(to_numpy(e_half).astype(np.float64), tiny)
-        e_end_np = to_numpy(e_end).astype(np.float64)
-        finite = np.isfinite(e_end_np) & np.isfinite(e_half)
-        logs = (_libm(math.log, np.maximum(e_end_np, tiny)) - _libm(math.log, e_half)) / (
-            iterations - half
-        )
-        logs = np.where(finite, logs, np.inf).reshape(Gn, R)
-        rates = _libm(_exp, np.mean(logs, axis=1))
+    rates = contraction_rates(to_numpy(e_half), to_numpy(e_end), iterations - half, Gn)
     order = np.lexsort((-grid, rates))
     best = int(order[0])
     return ConsensusTuning(float(grid[best]), float(rates[best]), grid, rates, iterations, d)
