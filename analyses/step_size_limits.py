@@ -328,6 +328,32 @@ def _setting(row: Any) -> str:
     return f"{row['design']}, spectrum {row['spectrum']}, d = {int(row['d'])}, b = {int(row['b'])}"
 
 
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "step_size_limits",
+    {
+        "exact_boundary_is_derived_limit": V.Claim(
+            "the divergence boundary of the exact second-moment recursion equals the derived "
+            "mean-square stability limit gamma* (within the bisection bracket plus 3 x the "
+            "horizon bias)",
+            "derived here: sgd.ms_stability.general and sgd.ms_stability.general_rademacher "
+            "(the secular equation); additive noise 2 / h_max (convkit.exact.stability_limit)",
+        ),
+        "mc_boundary_vs_derived_limit": V.Claim(
+            "the Monte Carlo divergence boundary brackets the derived mean-square limit gamma* "
+            "and no replicate diverges below gamma*",
+            "sgd.ms_stability.general, sgd.ms_stability.general_rademacher (a per-trajectory "
+            "boundary above gamma* is reported as measured)",
+        ),
+        "sufficient_bound_below_boundary": V.Claim(
+            "the sufficient step bound 2b/(R^2 + (b-1)L) lies at or below the measured "
+            "boundary, for every spectrum and batch of a design",
+            "derived here (module docstring of analyses/step_size_limits.py)",
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative controls (:func:`convkit.verdicts.controlled`): the same checks against claims
     made false on purpose. The derived limit 10 % too large (the exact boundary must then miss
@@ -368,7 +394,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         )
         out.append(
             V.check_row(
-                result="exact divergence boundary = derived mean-square limit",
+                result="step_size_limits.exact_boundary_is_derived_limit",
                 setting=_setting(r) + f", exact recursion, n = {int(r['exact_steps'])}, "
                 f"F = {r['exact_factor']:g}",
                 measured=plain(r["exact_gamma"], 7),
@@ -407,7 +433,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         mid = math.sqrt(lo * hi) if lo > 0 and math.isfinite(hi) else (hi if lo == 0 else lo)
         out.append(
             V.check_row(
-                result="Monte Carlo divergence boundary / derived mean-square limit",
+                result="step_size_limits.mc_boundary_vs_derived_limit",
                 setting=setting,
                 measured=plain(mid, 4),
                 theoretical=1.0,
@@ -420,7 +446,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         ok = bool(np.all(ratio <= 1.0 + 1e-9))
         out.append(
             V.check_row(
-                result="sufficient bound 2b/(R^2 + (b-1)L) <= measured boundary",
+                result="step_size_limits.sufficient_bound_below_boundary",
                 setting=f"{design}, {len(g)} settings (spectra x b)",
                 measured=plain(float(ratio.max()), 4),
                 theoretical=1.0,
