@@ -44,13 +44,13 @@ fold ``(x - k ln2_hi) - k ln2_lo`` into ``x - k (ln2_hi + ln2_lo)`` and lose the
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
 import numpy as np
 
 from ._jit import cacheable
+from ._kernel_switch import compiled
 
 __all__ = ["helpers"]
 
@@ -65,12 +65,17 @@ _TWO_M60 = 2.0**-60
 _C = tuple(1.0 / math.factorial(j) for j in range(14))
 
 
-@functools.cache
 def helpers() -> Any:
     """``(exp_nonpos, sigmoid, worker_sums, worker_sums_rpd)``: numba functions inlined into
     their callers (numba IR inlining, so the callers' fast-math flags apply);
     ``sigmoid(z) = 1 / (1 + e)`` for ``z >= 0`` and ``e / (1 + e)`` otherwise,
-    ``e = exp_nonpos(-|z|)``; the sums: module docstring."""
+    ``e = exp_nonpos(-|z|)``; the sums: module docstring.  Built once
+    (:func:`convkit._kernel_switch.compiled`, whatever the switch: the kernels that inline
+    them obey it); None when numba cannot be used."""
+    return compiled("_fastexp.helpers", _build_helpers, switched=False)
+
+
+def _build_helpers() -> Any:
     import numba
     from llvmlite import ir
     from numba import types

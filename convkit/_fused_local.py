@@ -76,16 +76,15 @@ elsewhere (agreement to rounding) it runs whole calls only
 
 from __future__ import annotations
 
-import functools
-import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from . import _fastexp
 from ._jit import cacheable
-from ._kernel_switch import kernels_enabled
+from ._kernel_switch import compiled
 from .plan import RunPlan, kernels_unavailable
 
 __all__ = [
@@ -101,11 +100,6 @@ __all__ = [
 #: the longest segment of one compiled call (progress, cancellation and timing in between)
 MAX_SEGMENT = 2048
 
-#: the compiled segment kernels (a cache): "auto" until first use, then a dict keyed
-#: ``(kind, d)``, or None when numba cannot be used
-_COMPILED: Any = "auto"
-
-
 #: dimensions up to this one get a kernel compiled for their value (loops unrolled)
 _UNROLL_D = 8
 
@@ -119,32 +113,30 @@ _INLINED = dict(
 def segment_kernel(d: int = 0, kind: str = "logistic") -> Any:
     """The compiled segment kernel of ``kind`` (``"logistic"``, ``"least_squares"``) for
     dimension ``d`` (its own compilation for ``d <= _UNROLL_D``, one for all larger ``d``), or
-    None when numba cannot be used or the kernels are switched off (``convkit.kernels``)."""
-    global _COMPILED
-    if not kernels_enabled():
-        return None
-    if isinstance(_COMPILED, str):
-        _COMPILED = None if _numba() is None else {}
-    if _COMPILED is None:
-        return None
-    key = (kind, d if 0 < d <= _UNROLL_D else 0)
-    if key not in _COMPILED:
-        _COMPILED[key] = (_compile if kind == "logistic" else _compile_ls)(key[1])
-    return _COMPILED[key]
+    None when numba cannot be used or the kernels are switched off (``convkit.kernels``); built
+    once per ``(kind, d)`` by :func:`convkit._kernel_switch.compiled`."""
+    D = d if 0 < d <= _UNROLL_D else 0
+    build = _compile if kind == "logistic" else _compile_ls
+    return compiled(f"_fused_local.segment.{kind}.{D}", partial(build, D))
 
 
 def _numba() -> Any:
-    if os.environ.get("CONVKIT_NO_NUMBA"):
-        return None
-    try:
-        import numba
-    except ImportError:
-        return None
+    import numba
+
     return numba
 
 
-@functools.cache
 def _sigmoid() -> Any:
+    """The labels' sigmoid (:func:`_build_sigmoid`), built once."""
+    return compiled("_fused_local.sigmoid", _build_sigmoid, switched=False)
+
+
+def _finish_row() -> Any:
+    """The engine's bookkeeping of one replicate (:func:`_build_finish_row`), built once."""
+    return compiled("_fused_local.finish", _build_finish_row, switched=False)
+
+
+def _build_sigmoid() -> Any:
     """The overflow-free sigmoid of :func:`convkit.problems.logistic.sigmoid` with libm's
     ``exp`` (``e = exp(-|z|)``, ``1 / (1 + e)`` for ``z >= 0``, ``e / (1 + e)`` otherwise),
     inlined into the logistic kernel for the labels, which must be those of
@@ -160,8 +152,7 @@ def _sigmoid() -> Any:
     return cacheable(sigmoid, "_fused_local.sigmoid")
 
 
-@functools.cache
-def _finish_row() -> Any:
+def _build_finish_row() -> Any:
     """The engine's bookkeeping of one algorithm's replicate after its workers' steps, shared
     by both kernels: ``m = mean / P`` (the workers' sum is in ``mean``), ``sums += m``,
     ``tails += m`` from the tail start on, the averaging after a communication step (worker

@@ -19,17 +19,33 @@ which read it too), and works as a call and as a context manager, like
 
 :func:`convkit.simulate` and :func:`convkit.exact.expected_error` read the switch once, into
 their run plan (:mod:`convkit.plan`), and Dask workers apply the plan's setting to their parts.
+
+Every compiled kernel is built in one place, :func:`compiled`: ``compiled(name, builder)``
+calls ``builder()`` (which imports numba and compiles) the first time ``name`` is asked for,
+under a lock, and returns the same object afterwards; it returns None while the switch is off
+or numba cannot be used.  No other module keeps a cache of compiled kernels
+(``tests/test_compiled_cache.py`` scans the package for one).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import threading
+from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
-__all__ = ["kernels", "kernels_enabled", "numba_usable"]
+__all__ = ["compiled", "kernels", "kernels_enabled", "numba_usable"]
 
 _ENABLED = True
+
+#: the compiled kernels built so far, by name (:func:`compiled`); a test may set an entry to
+#: None to send the kernel's callers down their generic path
+_BUILT: dict[str, Any] = {}
+#: held while a builder runs: one build per name, also when threads ask at once (re-entrant:
+#: a builder may ask :func:`compiled` for the kernels it calls)
+_BUILD_LOCK = threading.RLock()
 
 
 def kernels_enabled() -> bool:
@@ -43,6 +59,32 @@ def numba_usable() -> bool:
     if os.environ.get("CONVKIT_NO_NUMBA"):
         return False
     return importlib.util.find_spec("numba") is not None
+
+
+def compiled(name: str, builder: Callable[[], Any], *, switched: bool = True) -> Any:
+    """The compiled kernel ``name``: ``builder()`` the first time, the same object afterwards.
+
+    ``builder`` takes no argument, imports numba and returns the compiled kernel (a
+    dispatcher, or any object holding several); it runs once per process and name, under a
+    lock, so that threads asking at once wait for the one build (a thread seeing no kernel
+    while another compiles would take the generic path, whose rounding differs).  Returns
+    None, building nothing, when numba cannot be used (:func:`numba_usable`) or, for a kernel
+    that obeys the switch (``switched=True``, every kernel but the exact engine's, which its
+    ``use_numba`` argument governs), while ``convkit.kernels`` is off.  ``name`` is the
+    kernel's module and function, e.g. ``"_kernels.ls_step"``.
+    """
+    if switched and not _ENABLED:
+        return None
+    try:
+        return _BUILT[name]
+    except KeyError:
+        pass
+    if not numba_usable():
+        return None
+    with _BUILD_LOCK:
+        if name not in _BUILT:
+            _BUILT[name] = builder()
+        return _BUILT[name]
 
 
 class kernels:

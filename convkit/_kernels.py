@@ -18,13 +18,12 @@ are bit-identical (``tests/test_topk_fused.py``).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from ._jit import cacheable, watch_compilation
-from ._kernel_switch import kernels_enabled
+from ._kernel_switch import compiled
 
 __all__ = [
     "csr_product",
@@ -39,10 +38,6 @@ __all__ = [
     "topk_deepsqueeze_update",
 ]
 
-#: the compiled SGD kernel (a cache): "auto" until first use, None when numba cannot be used.
-#: Whether it runs is decided by the public switch ``convkit.kernels`` (:func:`_get_kernel`).
-_COMPILED: Any = "auto"
-
 
 def numba_available() -> bool:
     """Whether the fused kernels can be used (numba usable and ``convkit.kernels`` on)."""
@@ -51,22 +46,13 @@ def numba_available() -> bool:
 
 def _get_kernel() -> Any:
     """The compiled SGD kernel, or None when the kernels are switched off
-    (``convkit.kernels(enabled=False)``) or numba cannot be used."""
-    global _COMPILED
-    if not kernels_enabled():
-        return None
-    if isinstance(_COMPILED, str):
-        _COMPILED = _compile()
-    return _COMPILED
+    (``convkit.kernels(enabled=False)``) or numba cannot be used (:func:`compiled`)."""
+    return compiled("_kernels.ls_step", _compile)
 
 
 def _compile() -> Any:
-    if os.environ.get("CONVKIT_NO_NUMBA"):
-        return None
-    try:
-        import numba
-    except ImportError:
-        return None
+    import numba
+
     watch_compilation()  # the first compilation of a process is announced (convkit._jit)
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
@@ -171,19 +157,15 @@ def ls_sgd_update(
 # results are bit-identical (tests/test_topk_fused.py).  The mixing kernels drop "contract"
 # as well: SciPy's CSR product rounds a multiply, then an add (no fused multiply-add).
 
-#: the compiled top-k kernels (a namespace, a cache); "auto" until first use, None when numba
-#: cannot be used.  ``convkit.kernels(enabled=False)`` switches them off with the others; tests
-#: that compare the top-k kernels alone with the generic path set this cache to None.
-_TOPK: Any = "auto"
+#: the name of the compiled top-k kernels (a namespace) in :func:`compiled`'s cache;
+#: ``convkit.kernels(enabled=False)`` switches them off with the others; tests that compare the
+#: top-k kernels alone with the generic path set its entry to None
+TOPK_KERNELS = "_kernels.topk"
 
 
 def _get_topk() -> Any:
-    global _TOPK
-    if not kernels_enabled():
-        return None
-    if isinstance(_TOPK, str):
-        _TOPK = _compile_topk() if _get_kernel() is not None else None
-    return _TOPK
+    """The compiled top-k kernels (a namespace), or None (:func:`compiled`)."""
+    return compiled(TOPK_KERNELS, _compile_topk)
 
 
 def _compile_topk() -> Any:  # pragma: no cover - compiled code is not traced by coverage

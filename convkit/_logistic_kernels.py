@@ -42,20 +42,18 @@ needed) disable the kernels.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from . import _fastexp
 from ._jit import cacheable
-from ._kernel_switch import kernels_enabled
+from ._kernel_switch import compiled
 
 __all__ = ["kl_quadrature", "logistic_numba_available", "logistic_sgd_update"]
 
-#: the compiled (SGD step, quadrature) kernels (a cache): "auto" until first use, None when
-#: numba cannot be used.  Whether they run is decided by the public switch ``convkit.kernels``.
-_COMPILED: Any = "auto"
+#: the name of the compiled (SGD step, quadrature) kernels in :func:`compiled`'s cache
+LOGISTIC_KERNELS = "_logistic_kernels.step_quadrature"
 
 
 def logistic_numba_available() -> bool:
@@ -65,22 +63,12 @@ def logistic_numba_available() -> bool:
 
 def _get_kernel() -> Any:
     """The compiled (SGD step, quadrature) kernels, or None when the kernels are switched off
-    (``convkit.kernels(enabled=False)``) or numba cannot be used."""
-    global _COMPILED
-    if not kernels_enabled():
-        return None
-    if isinstance(_COMPILED, str):
-        _COMPILED = _compile()
-    return _COMPILED
+    (``convkit.kernels(enabled=False)``) or numba cannot be used (:func:`compiled`)."""
+    return compiled(LOGISTIC_KERNELS, _compile)
 
 
 def _compile() -> Any:
-    if os.environ.get("CONVKIT_NO_NUMBA"):
-        return None
-    try:
-        import numba
-    except ImportError:
-        return None
+    import numba
 
     # inlined into the kernel: the vectorizable sigmoid and the workers' sum of the fused
     # Local-SGD segment kernel (convkit._fastexp), so that both kernels round alike

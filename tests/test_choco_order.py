@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import convkit as ck
-from convkit import _kernels
+from convkit import _kernel_switch, _kernels
 from convkit.algorithms.decentralized import CHOCOSGD, DPSGD, ECDPSGD
 from convkit.compression import Identity, TopK
 from convkit.topology import from_matrix, ring
@@ -69,7 +69,7 @@ def _one_step(order: str, start: str, fused: bool, monkeypatch) -> tuple[np.ndar
     algo.prepare(1)
     with monkeypatch.context() as m:
         if not fused:
-            m.setattr(_kernels, "_TOPK", None)
+            m.setitem(_kernel_switch._BUILT, _kernels.TOPK_KERNELS, None)
         state = algo.init(X0[None].copy(), None)
         state = algo.step(state, FixedGradient(G), 1, None)
     return state.x[0], state.x_hat[0]

@@ -176,10 +176,10 @@ def test_lazily_compiled_kernels_are_built_before_the_threads_start(monkeypatch)
     while another compiled would round differently. Compilation is behind a lock, and the
     engine's warm-up step in the calling thread builds lazy kernels before the threads start:
     a run compiling its kernels on threads equals the serial one."""
+    from convkit import _kernel_switch
     from convkit.problems import finite_sum
 
-    monkeypatch.setattr(finite_sum, "_TRIED", False)
-    monkeypatch.setattr(finite_sum, "_KERNELS", None)
+    monkeypatch.delitem(_kernel_switch._BUILT, finite_sum.FINITE_SUM_KERNELS, raising=False)
     rng = np.random.default_rng(0)
     A = rng.standard_normal((12, 3))
     prob = ck.FiniteLeastSquares(A, A @ np.ones(3), lam=0.1, sampling="reshuffle")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import convkit as ck
-from convkit import _logistic_kernels
+from convkit import _kernel_switch, _logistic_kernels
 from convkit.problems.logistic import LogisticBatch, LogisticRegression, sigmoid
 
 pytestmark = pytest.mark.skipif(
@@ -79,7 +79,7 @@ def test_sgd_update_dispatches_to_the_kernel_and_switches_disable_it(monkeypatch
         calls.append(1)
         return real[0](*args)
 
-    monkeypatch.setattr(_logistic_kernels, "_COMPILED", (spy, real[1]))
+    monkeypatch.setitem(_kernel_switch._BUILT, _logistic_kernels.LOGISTIC_KERNELS, (spy, real[1]))
     prob.sgd_update(np.zeros((1, 1, 2)), batch, 0.1)
     assert calls == [1]
     with ck.kernels(enabled=False):  # the public switch of every compiled kernel

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import convkit as ck
-from convkit import _kernels
+from convkit import _kernel_switch, _kernels
 from convkit.algorithms.decentralized import CHOCOSGD, DeepSqueeze
 from convkit.compression import TopK
 from convkit.problems.base import GradientOracle
@@ -31,7 +31,7 @@ def generic(monkeypatch):
 
     def run(fn, *args, **kwargs):
         with monkeypatch.context() as m:
-            m.setattr(_kernels, "_TOPK", None)
+            m.setitem(_kernel_switch._BUILT, _kernels.TOPK_KERNELS, None)
             return fn(*args, **kwargs)
 
     return run

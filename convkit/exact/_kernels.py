@@ -64,12 +64,12 @@ was 1e-12 before the increments above).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from .._jit import cacheable
+from .._kernel_switch import compiled
 
 __all__ = [
     "STEP_ARRAY",
@@ -94,28 +94,16 @@ _GAMMA_BLOCK = 4096
 _ANCHOR = 256
 _SERIES_FROM = 65536.0
 
-#: the compiled kernel (a cache, filled on first use; None when numba cannot be used).  Whether
-#: it runs is decided by the caller's run plan (:mod:`convkit.plan`) or ``convkit.kernels``.
-_COMPILED: Any = None
-_TRIED = False
-_POLY: Any = None
-
 
 def local_kernel() -> Any:
-    """The compiled kernel, or None when numba is unavailable or disabled
-    (``CONVKIT_NO_NUMBA``)."""
-    global _COMPILED, _TRIED
-    if _TRIED:
-        return _COMPILED
-    _TRIED = True
-    if os.environ.get("CONVKIT_NO_NUMBA"):
-        return None
-    try:
-        import numba  # noqa: F401
-    except ImportError:  # pragma: no cover - numba is optional
-        return None
-    _COMPILED = make_local_kernel(FLAGS, compensated=True)
-    return _COMPILED
+    """The compiled kernel (built once, :func:`convkit._kernel_switch.compiled`), or None when
+    numba is unavailable or disabled (``CONVKIT_NO_NUMBA``).  Whether it runs is decided by the
+    caller's run plan (:mod:`convkit.plan`: ``use_numba`` or ``convkit.kernels``), not here."""
+    return compiled("exact._kernels.local", _build_local_kernel, switched=False)
+
+
+def _build_local_kernel() -> Any:
+    return make_local_kernel(FLAGS, compensated=True)
 
 
 def poly_step_sizes(C: float, alpha: float, k0: float, n: int, start: int = 1) -> np.ndarray:
@@ -123,15 +111,15 @@ def poly_step_sizes(C: float, alpha: float, k0: float, n: int, start: int = 1) -
     start + n - 1``, computed as in the kernel (blocks of ``_GAMMA_BLOCK`` steps from
     ``k = 1``, anchors and series: module docstring); ``start - 1`` a multiple of
     ``_GAMMA_BLOCK``.  Needs numba."""
-    global _POLY
     if (start - 1) % _GAMMA_BLOCK or start < 1:
         raise ValueError(f"start - 1 must be a multiple of {_GAMMA_BLOCK}, got start = {start}")
-    if _POLY is None:
-        _POLY = _compile_poly_steps()
+    poly = compiled("exact._kernels.poly_steps", _compile_poly_steps, switched=False)
+    if poly is None:
+        raise RuntimeError("poly_step_sizes needs numba (not installed, or CONVKIT_NO_NUMBA set)")
     out = np.empty(int(n))
     for i in range(0, int(n), _GAMMA_BLOCK):
         m = min(_GAMMA_BLOCK, int(n) - i)
-        _POLY(out[i : i + m], start + i, m, float(C), float(alpha), float(k0))
+        poly(out[i : i + m], start + i, m, float(C), float(alpha), float(k0))
     return out
 
 

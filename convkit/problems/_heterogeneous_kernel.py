@@ -7,7 +7,7 @@ for one design: node ``p`` has its own feature scale ``sqrt(h_p)`` and optimum
 (:meth:`HeterogeneousLeastSquares.stochastic_grad
 <convkit.problems.heterogeneous.HeterogeneousLeastSquares.stochastic_grad>` then an update)
 makes about six passes; the two agree to rounding (``tests/test_heterogeneous_hessians.py``).
-The kernel runs when convkit's compiled kernels do (:func:`convkit._kernels.numba_available`:
+The kernel runs when convkit's compiled kernels do (:func:`convkit._kernel_switch.compiled`:
 numba installed, ``convkit.kernels`` on, no ``CONVKIT_NO_NUMBA``).
 """
 
@@ -17,29 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import numba_available
+from .._kernel_switch import compiled
 
 __all__ = ["node_ls_sgd_update", "node_error_sums"]
 
-#: the compiled kernels (step, error sums): "auto" until first use, None when numba cannot
-#: be used
-_COMPILED: Any = "auto"
-
 
 def _get_kernel() -> Any:
-    global _COMPILED
-    if not numba_available():
-        return None
-    if isinstance(_COMPILED, str):
-        _COMPILED = _compile()
-    return _COMPILED
+    """The compiled kernels (step, error sums), or None (:func:`compiled`)."""
+    return compiled("problems._heterogeneous_kernel", _compile)
 
 
 def _compile() -> Any:
-    try:
-        import numba
-    except ImportError:  # pragma: no cover - numba_available() said it imports
-        return None
+    import numba
 
     @numba.njit(cache=True, fastmath={"reassoc", "contract"}, nogil=True, error_model="numpy")
     def kernel(theta, z, eps, scale, optima, noise, gamma, mean, P, b):  # pragma: no cover

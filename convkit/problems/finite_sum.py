@@ -44,8 +44,6 @@ sparse data alike (``convkit.kernels(enabled=False)`` or ``CONVKIT_NO_NUMBA=1`` 
 
 from __future__ import annotations
 
-import os
-import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from .._jit import cacheable
-from .._kernel_switch import kernels_enabled
+from .._kernel_switch import compiled
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import check_finite_array, check_in, check_real
 from .base import Problem
@@ -619,37 +617,23 @@ def _largest_eigenvalue(M: np.ndarray) -> float:
 
 
 # ---------------------------------------------------------------------- fused kernels
-_KERNELS: Any = None
-_TRIED = False
-_KERNELS_LOCK = threading.Lock()
 #: reassociation lets LLVM vectorise the dot products (sums in a different order, to rounding
 #: error); no "no-NaN/no-inf" assumptions, so divergence still shows up as inf/NaN
 _FAST = {"reassoc", "contract"}
+#: the name of the (dense, csr) kernels in :func:`compiled`'s cache
+FINITE_SUM_KERNELS = "problems.finite_sum.steps"
 
 
 def _get_kernels() -> Any:
     """(dense, csr) numba kernels of the in-place SGD step, or None (also while the kernels
-    are switched off: ``convkit.kernels(enabled=False)``)."""
-    global _KERNELS, _TRIED
-    if not kernels_enabled():
-        return None
-    if _TRIED:
-        return _KERNELS
-    with _KERNELS_LOCK:  # simulate runs replicate blocks on threads: compile once, then publish
-        if not _TRIED:
-            _KERNELS = _compile_kernels()
-            _TRIED = True
-    return _KERNELS
+    are switched off: ``convkit.kernels(enabled=False)``); built once, under a lock, by
+    :func:`convkit._kernel_switch.compiled` (simulate runs replicate blocks on threads)."""
+    return compiled(FINITE_SUM_KERNELS, _compile_kernels)
 
 
 def _compile_kernels() -> Any:
-    """Compile the (dense, csr) kernels; None when numba is unavailable or disabled."""
-    if os.environ.get("CONVKIT_NO_NUMBA"):
-        return None
-    try:
-        import numba
-    except ImportError:
-        return None
+    """Compile the (dense, csr) kernels."""
+    import numba
 
     @numba.njit(cache=True, nogil=True)
     def dloss(z, y, lossc):  # pragma: no cover - compiled
