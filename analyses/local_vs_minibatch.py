@@ -376,6 +376,28 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------- checks, facts
+#: the claims of the check rows besides the registered results
+#: ``woodworth.local_beats_minibatch_quadratic``, ``woodworth.minibatch_wins_heterogeneous``
+#: and ``spiridonoff.rounds_independent_of_T`` (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "local_vs_minibatch",
+    {
+        "logistic_comparison": V.Claim(
+            "Local-SGD against mini-batch SGD on logistic regression at their best steps: "
+            "which is better (no dominance claimed in general)",
+            "Woodworth et al. 2020 (no dominance of either in general)",
+            kind=V.MEASUREMENT,
+        ),
+        "even_rounds_needed": V.Claim(
+            "the rounds N* that Local-SGD needs with evenly spaced rounds as T grows (the "
+            "contrast to spiridonoff.rounds_independent_of_T)",
+            "the sqrt(P T) reading of local_sgd.rounds_needed",
+            kind=V.MEASUREMENT,
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative controls (:func:`convkit.verdicts.controlled`), the same checks on data made
     false on purpose: Local-SGD's and mini-batch SGD's errors swapped (the winner changes);
@@ -437,8 +459,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         side = "Local-SGD better" if hi < 1 else "mini-batch better" if lo > 1 else "undecided"
         out.append(
             V.check_row(
-                "Local-SGD vs mini-batch SGD on logistic regression (no dominance claimed in "
-                "general, Woodworth et al. 2020)",
+                "local_vs_minibatch.logistic_comparison",
                 f"Monte Carlo, HeterogeneousLogistic d=5, P=8, {r.setting} (zeta^2="
                 f"{r.zeta2:.2g}), K={LOGISTIC_K}, R={LOGISTIC_R}, best step of "
                 f"{len(LOGISTIC_GRID)}" + (" (censored)" if r.censored else ""),
@@ -463,7 +484,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         out.append(
             V.check_row(
                 "spiridonoff.rounds_independent_of_T" if pos.startswith("quadratic")
-                else "rounds needed with evenly spaced rounds (contrast)",
+                else "local_vs_minibatch.even_rounds_needed",
                 (
                     f"exact node engine, heterogeneous LS d={HET_ROUNDS['d']} spectrum 1/i, "
                     f"P={P} nodes, zeta^2={HET_ROUNDS['zeta2']:g}, "

@@ -135,6 +135,31 @@ def _setting(design: str, delta: float, it: str, n: int) -> str:
     )
 
 
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "node_hessian_drift",
+    {
+        "identical_hessians_mean_is_mba": V.Claim(
+            "with identical node Hessians (delta = 0) and additive noise, Local-SGD's mean "
+            "follows MBA's recursion: err(Local-SGD)/err(MBA) = 1 to rounding",
+            "derived here (module docstring of analyses/node_hessian_drift.py)",
+        ),
+        "identical_hessians_gaussian": V.Claim(
+            "err(Local-SGD)/err(MBA) with identical node Hessians and the Gaussian design "
+            "(its noise depends on the node optima)",
+            "no claim (a contrast to the additive-noise identity)",
+            kind=V.MEASUREMENT,
+        ),
+        "client_drift_grows_with_zeta2": V.Claim(
+            "client drift: with node Hessians at dissimilarity delta > 0, "
+            "err(Local-SGD)/err(MBA) grows with zeta^2",
+            "Woodworth, Patel, Srebro 2020 (woodworth.minibatch_wins_heterogeneous) and "
+            "convkit.bounds.heterogeneity",
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative controls (:func:`convkit.verdicts.controlled`): the zeta^2 labels reversed (the
     ratio then falls as zeta^2 grows: the drift claim must be violated), and Local-SGD's error
@@ -172,14 +197,14 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
                 f"largest |ratio - 1| {dev:.2g} > {EXACT_RTOL:g}",
             )
             out.append(V.check_row(
-                "identical node Hessians, additive noise: Local-SGD's mean is MBA's (derived)",
+                "node_hessian_drift.identical_hessians_mean_is_mba",
                 setting, f"zeta^2 -> ratio: {txt}", 1.0, verdict, reason,
                 margin=f"relative {EXACT_RTOL:g}",
             ))  # fmt: skip
             continue
         if delta == 0:
             out.append(V.check_row(
-                "err(Local-SGD)/err(MBA) with identical node Hessians (Gaussian design)",
+                "node_hessian_drift.identical_hessians_gaussian",
                 setting, f"zeta^2 -> ratio: {txt}", "-", V.MEASURED,
                 "the Gaussian design's noise depends on the node optima: no claim",
             ))  # fmt: skip
@@ -197,7 +222,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
         else:
             verdict, reason = V.INCONCLUSIVE, "the ratio is flat to rounding somewhere"
         out.append(V.check_row(
-            "client drift: err(Local-SGD)/err(MBA) grows with zeta^2 (delta > 0)",
+            "node_hessian_drift.client_drift_grows_with_zeta2",
             setting, f"zeta^2 -> ratio: {txt}", "increasing in zeta^2", verdict, reason,
         ))  # fmt: skip
     return out
