@@ -279,6 +279,26 @@ def _swap_methods(data: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     return bad
 
 
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "decentralized_compression",
+    {
+        "most_aggressive_level": V.Claim(
+            "the most aggressive working compression level of a method (named in the "
+            "setting), family by family",
+            "the grid of compression levels of this analysis (no claim)",
+            kind=V.MEASUREMENT,
+        ),
+        "deepsqueeze_tolerates_more": V.Claim(
+            "DeepSqueeze tolerates higher compression than another compressed method (named in "
+            "the setting): a more aggressive working level in every family where the other "
+            "works at some level",
+            "Tang et al. 2019 (DeepSqueeze) [paper]",
+        ),
+    },
+)
+
+
 def controls(data: pd.DataFrame) -> list[V.Control]:
     """Negative controls (:func:`convkit.verdicts.controlled`): DeepSqueeze's rows swapped with
     those of ECD-PSGD (and of DCD-PSGD), i.e. the ordering of the working levels reversed, on
@@ -288,7 +308,7 @@ def controls(data: pd.DataFrame) -> list[V.Control]:
         V.Control(
             f"DeepSqueeze and {other} swapped",
             _swap_methods(data, "DeepSqueeze", other),
-            (f"DeepSqueeze tolerates higher compression than {other}",),
+            ("decentralized_compression.deepsqueeze_tolerates_more",),
         )
         for other in ("ECD-PSGD", "DCD-PSGD")
     ]
@@ -309,8 +329,8 @@ def checks(data: pd.DataFrame) -> list[dict]:
     )
     out = [
         V.check_row(
-            result=f"most aggressive working compression of {m}",
-            setting=setting,
+            result="decentralized_compression.most_aggressive_level",
+            setting=f"{m}; {setting}",
             measured="; ".join(
                 f"{r.family}: {r.level}" + (f" ({plain(r.bits, 3)} bits)" if r.bits != "-" else "")
                 for r in ma[ma.method == m].itertuples()
@@ -357,8 +377,8 @@ def checks(data: pd.DataFrame) -> list[dict]:
         )
         out.append(
             V.check_row(
-                result=f"DeepSqueeze tolerates higher compression than {other}",
-                setting=setting,
+                result="decentralized_compression.deepsqueeze_tolerates_more",
+                setting=f"DeepSqueeze against {other}; {setting}",
                 measured=f"more aggressive in {better or 'none'}; less in {worse or 'none'}; "
                 f"equal in {same or 'none'}; both work at the grid's end in {cens or 'none'}"
                 + excluded,
