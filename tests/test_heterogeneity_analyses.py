@@ -63,7 +63,7 @@ def test_local_vs_minibatch_quick_verdicts(lvm, tmp_path):
     speed = [r for r in sp if "positions" not in r["setting"]]
     assert all(r["verdict"] == V.HOLDS for r in speed)
     assert all(r["details"]["negative_control"] for r in speed)
-    logi = [r for r in rows if r["result"].startswith("Local-SGD vs mini-batch SGD on logistic")]
+    logi = _rows(rows, "local_vs_minibatch.logistic_comparison")
     assert len(logi) == 2 and all(r["verdict"] == V.MEASURED for r in logi)
     facts = M.facts(data)
     assert facts["ratio_quadratic_zeta2_0"] == "0.882"

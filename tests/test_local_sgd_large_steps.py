@@ -246,7 +246,7 @@ def test_analyses_run_columns_and_checks(tmp_path):
             (row,) = [
                 r
                 for r in rows
-                if r["result"] == f"exponent of err(OSA)/err(MBA) - 1 in {x} (large-step model)"
+                if r["result"] == f"local_sgd_large_steps.gap_exponent_{x}"
                 and f"alpha={a}," in r["setting"]
             ]
             assert facts[f"ratio_verdict_{x}_a{a}"] == row["verdict"]

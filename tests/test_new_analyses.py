@@ -188,9 +188,9 @@ def test_step_size_limits_reduced_run_roundtrip(tmp_path, monkeypatch):
     rows = ssl.checks(back)
     _plain_rows(rows)
     assert rows == ssl.checks(df)
-    exact = [r for r in rows if r["result"].startswith("exact")]
+    exact = [r for r in rows if r["result"] == "step_size_limits.exact_boundary_is_derived_limit"]
     assert exact and all(r["verdict"] == V.HOLDS for r in exact)
-    mc = [r for r in rows if r["result"].startswith("Monte Carlo")]
+    mc = [r for r in rows if r["result"] == "step_size_limits.mc_boundary_vs_derived_limit"]
     assert mc and all(r["verdict"] != V.VIOLATED for r in mc)
     assert ssl.facts(back) == ssl.facts(df)
     files = ssl.plot(back, tmp_path)
@@ -269,7 +269,7 @@ def test_real_data_osa_check_can_fail(real_small):
     bad = back.copy()
     m = (bad.part == "local") & (bad.config == "OSA")
     bad.loc[m, "diff"] = bad.loc[m, "diff_se"]
-    row = next(r for r in rd.checks(bad) if r["result"].startswith("OSA worse"))
+    row = next(r for r in rd.checks(bad) if r["result"] == "real_data.osa_worse_large_step")
     assert row["verdict"] == V.VIOLATED
 
 

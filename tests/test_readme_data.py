@@ -168,7 +168,7 @@ def test_monte_carlo_facts_agree_with_the_committed_checks(committed_checks):
     assert all(isinstance(v, str) for v in f.values())
     rows = committed_checks["local_sgd_threshold_mc"]
     for var in ("T", "P"):
-        ex = [r for r in rows if r["result"].startswith(f"exponent of N* in {var} ")]
+        ex = [r for r in rows if r["result"] == f"local_sgd_threshold_mc.nstar_exponent_{var}"]
         ok = [r for r in ex if r["verdict"] != "not_identifiable"]
         v = var.lower()
         assert f[f"{v}_settings"] == str(len(ex)) and f[f"{v}_identifiable"] == str(len(ok))
@@ -186,10 +186,11 @@ def test_exact_facts_agree_with_the_committed_checks(committed_checks):
         (row,) = [
             r
             for r in rows
-            if r["result"] == f"exponent of N* in {var}" and r["setting"].startswith(setting)
+            if r["result"] == f"local_sgd_threshold.nstar_exponent_{var}"
+            and r["setting"].startswith(setting)
         ]
         assert f[f"headline_e_{var}"].startswith(f"{float(row['measured']):.2f} [")
-    holds = sum(r["verdict"] == "holds" for r in rows if r["result"].startswith("exponent"))
+    holds = sum(r["verdict"] == "holds" for r in rows if "nstar_exponent" in r["result"])
     assert f["exponent_holds"] == str(holds)
     data = pd.read_csv(REPO / "figures" / "local_sgd_threshold.csv")
     assert f["n_thresholds"] == str(len(data)) == "196"
