@@ -15,8 +15,10 @@ The template is Markdown with placeholders ``{{ SOURCE.PATH }}``:
     Field ``field`` (``verdict``, ``measured``, ``setting``, ``theoretical``, ``reason`` or any
     other key of the row) of the check row whose ``result`` is ``<result>`` in
     ``figures/checks.json``.  When several rows share a result, ``<result>#k`` takes the
-    ``k``-th (1-based).  ``{{ checks.<analysis>.counts }}`` gives the number of rows per
-    verdict.
+    ``k``-th (1-based).  ``<result>`` is a claim id: a registered result of the theory library
+    or a claim of the analysis' ``CLAIMS`` (:func:`convkit.verdicts.declare_claims`, named
+    by its full id or by its short id without the ``<analysis>.`` prefix); the field ``statement`` (also ``source``, ``kind``) gives the declared claim's statement.
+    ``{{ checks.<analysis>.counts }}`` gives the number of rows per verdict.
 ``{{ bench.<metric>.<field> }}``
     From the recorded runs ``benchmarks/history/*.json`` (each ``{"recorded", "modules",
     "metrics": {name: {"value", "goal", "higher_is_better"}}}``): ``last`` (the most recent
@@ -50,6 +52,8 @@ HEADER = (
     "template, then run `python tools/render_readme.py`. -->\n"
 )
 BENCH_FIELDS = ("last", "range", "runs", "goal", "met")
+#: fields of a check placeholder read from the analysis' declared claim, not from the row
+CLAIM_FIELDS = ("statement", "source", "kind")
 
 
 class RenderError(ValueError):
@@ -120,6 +124,14 @@ class Sources:
                 raise RenderError(f"no {path}: run `convkit figures --checks-only` first")
             self._checks = json.loads(path.read_text())
         return self._checks
+
+    def claims(self, name: str) -> dict[str, Any]:
+        """The declared claims (``CLAIMS``) of analysis ``name`` (none if it declares none)."""
+        parent = str(Path(self.analyses).resolve().parent)
+        if parent not in sys.path:
+            sys.path.insert(0, parent)
+        mod = importlib.import_module(f"{Path(self.analyses).name}.{name}")
+        return dict(getattr(mod, "CLAIMS", {}))
 
     # ------------------------------------------------------------------ benchmark history
     def bench(self) -> dict[str, list[tuple[str, dict]]]:
@@ -220,6 +232,9 @@ def _checks_value(expr: str, src: Sources) -> str:
     if m:
         result, index = m.group(1), int(m.group(2))
     hits = [r for r in rows if r.get("result") == result]
+    if not hits:  # a declared claim by its short id: <analysis>.<short id>
+        result = f"{analysis}.{result}"
+        hits = [r for r in rows if r.get("result") == result]
     if not hits:
         results = sorted({r.get("result", "") for r in rows})
         raise RenderError(
@@ -236,6 +251,15 @@ def _checks_value(expr: str, src: Sources) -> str:
             f"{{{{ {expr} }}}}: row #{index} of {result!r} does not exist; k in 1..{len(hits)}"
         )
     row = hits[(index or 1) - 1]
+    if fld in CLAIM_FIELDS and fld not in row:
+        claims = src.claims(analysis)
+        if result not in claims:
+            raise RenderError(
+                f"{{{{ {expr} }}}}: {result!r} is not a claim declared by analysis "
+                f"{analysis!r} (a registered result's statement is on the theory pages); "
+                f"declared: {sorted(claims)}"
+            )
+        return _plain(getattr(claims[result], fld))
     if fld not in row:
         raise RenderError(f"{{{{ {expr} }}}}: the row has no field {fld!r}; fields: {sorted(row)}")
     return _plain(row[fld])

@@ -3,23 +3,31 @@
 For every analysis of ``figures/checks.json`` (the committed check rows, ``{analysis: [row,
 ...]}``) one page shows its title (the ``TITLE`` of ``analyses/<name>.py``, read with
 :mod:`ast`, nothing imported), its figures (``figures/<name>*.png``, each PNG assigned to the
-analysis with the longest matching name) and its verdict table (result, setting, measured,
-theoretical, verdict, reason), numbers rounded by :func:`convkit.plotting.plain`, no ``None``.
-The index counts the verdicts per analysis.
+analysis with the longest matching name), its declared claims (the ``CLAIMS`` of the module,
+:func:`convkit.verdicts.declare_claims`: id, kind, statement, source, each with a link target)
+and its verdict table (result, setting, measured, theoretical, verdict, reason), numbers rounded
+by :func:`convkit.plotting.plain`, no ``None``. The result of every row links to its
+statement: a declared claim to its entry on the page, a registered result to its theory page.
+Every row is validated against the analysis' claim namespace
+(:func:`convkit.figures.claim_namespace`) when its module exists. The index counts the
+verdicts per analysis.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import re
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from convkit_theory import escape
 
+from convkit.figures import claim_namespace
 from convkit.plotting import plain
 from convkit.verdicts import VERDICTS, validate_row
 
@@ -41,6 +49,57 @@ def analysis_title(analyses_dir: Path, name: str) -> str:
             except ValueError:
                 return ""
     return ""
+
+
+def analysis_module(analyses_dir: Path, name: str) -> Any | None:
+    """The module ``analyses/<name>.py`` (imported from the parent of ``analyses_dir``), or
+    ``None`` when there is no such file."""
+    if not (analyses_dir / f"{name}.py").exists():
+        return None
+    parent = str(analyses_dir.resolve().parent)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)
+    return importlib.import_module(f"{analyses_dir.name}.{name}")
+
+
+def claim_target(claim_id: str) -> str:
+    """The reStructuredText link target of a declared claim (``claim-<id>``)."""
+    return "claim-" + claim_id.replace("_", "-").lower()
+
+
+def claims_block(claims: dict[str, Any]) -> list[str]:
+    """The declared claims of an analysis: one entry per id (kind, statement, source), each
+    preceded by its link target (:func:`claim_target`)."""
+    if not claims:
+        return []
+    lines = [
+        *_heading("Claims", "-"),
+        "The claims this analysis declares (``CLAIMS``); its check rows name these ids or",
+        "registered results of the theory library.",
+        "",
+    ]
+    for cid, claim in claims.items():
+        lines += [
+            f".. _{claim_target(cid)}:",
+            "",
+            f"``{cid}`` ({claim.kind})",
+            f"   {escape(claim.statement)}. *Source:* {escape(claim.source)}.",
+            "",
+        ]
+    return lines
+
+
+def result_link(result: str, claims: dict[str, Any]) -> str:
+    """The result cell: a link to the statement of ``result`` (a declared claim's entry, or
+    the theory page of a registered result), plain text when it is neither."""
+    if result in claims:
+        return f":ref:`{result} <{claim_target(result)}>`"
+    from convkit.bounds import LIBRARY
+
+    if result in LIBRARY:
+        topic = LIBRARY[result].__module__.rsplit(".", 1)[-1]
+        return f":doc:`{result} </theory/{topic}>`"
+    return cell(result)
 
 
 def figures_of(names: list[str], pngs: list[Path]) -> dict[str, list[Path]]:
@@ -67,8 +126,9 @@ def cell(value: Any) -> str:
     return "\\" + out if out[:1] in "-+*#" else out
 
 
-def verdict_table(rows: list[dict]) -> list[str]:
-    """A list-table of the check rows."""
+def verdict_table(rows: list[dict], claims: dict[str, Any] | None = None) -> list[str]:
+    """A list-table of the check rows, each result linked to its statement
+    (:func:`result_link`; ``claims`` the analysis' declared claims)."""
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
@@ -78,6 +138,7 @@ def verdict_table(rows: list[dict]) -> list[str]:
     ]
     for row in rows:
         cells = [cell(row.get(k)) for k in COLUMNS]
+        cells[0] = result_link(str(row.get("result")), claims or {})
         cells[4] = f"**{cells[4]}**"
         lines.append("   * - " + "\n     - ".join(cells))
     return [*lines, ""]
@@ -97,8 +158,11 @@ def write_gallery(outdir: Path, figures_dir: Path, analyses_dir: Path) -> list[P
     summary = []
     for name in names:
         rows = checks[name]
+        module = analysis_module(analyses_dir, name)
+        namespace = None if module is None else claim_namespace(name, module)
+        claims = {} if namespace is None else dict(namespace.claims)
         for row in rows:
-            validate_row(row, where=f"figures/checks.json: {name}")
+            validate_row(row, where=f"figures/checks.json: {name}", namespace=namespace)
         title = analysis_title(analyses_dir, name)
         lines = _heading(name)
         if title:
@@ -118,8 +182,9 @@ def write_gallery(outdir: Path, figures_dir: Path, analyses_dir: Path) -> list[P
                 f"   ``{png.name}``",
                 "",
             ]
+        lines += claims_block(claims)
         lines += _heading("Checks", "-")
-        lines += verdict_table(rows)
+        lines += verdict_table(rows, claims)
         p = outdir / f"{name}.rst"
         p.write_text("\n".join(lines))
         written.append(p)
