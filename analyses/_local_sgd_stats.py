@@ -79,10 +79,13 @@ def crossings(N: np.ndarray, draws: np.ndarray, eps: float) -> np.ndarray:
     return out
 
 
-def bootstrap_nstar(
+def parametric_bootstrap_nstar(
     N: np.ndarray, r: np.ndarray, s: np.ndarray, eps: float, n_boot: int = 1000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Parametric bootstrap of ``N*`` (see the module docstring): ``(se_log, q025, q975)``."""
+    """Parametric bootstrap of ``N*`` from the ratio curve's means ``r`` and standard errors
+    ``s`` (normal draws per point; see the module docstring): ``(se_log, q025, q975)``. (The
+    paired bootstrap over replicates is
+    :func:`analyses.local_sgd_threshold_mc.paired_bootstrap_nstar`.)"""
     rng = np.random.default_rng(seed)
     draws = r[None, :] + s[None, :] * rng.standard_normal((n_boot, r.size))
     draws[:, -1] = 1.0  # MBA against itself
@@ -120,7 +123,7 @@ def nstar_table(df: pd.DataFrame, eps_list: tuple[float, ...] = EPS, keys=None) 
                     lo = hi = nstar
                     se_log = 0.0
                 else:
-                    se_log, lo, hi = bootstrap_nstar(N, r, s, eps, seed=17 + j)
+                    se_log, lo, hi = parametric_bootstrap_nstar(N, r, s, eps, seed=17 + j)
             elif status == "not_identifiable" and (r[:-1] - 1 - eps - 2 * s[:-1] > 0).all():
                 status = "capped"
             elif status == "osa_suffices" and not precise(r[0], s[0]):
@@ -185,10 +188,6 @@ def power_fit(
     adequate, adequacy = fit_adequacy(chi2, y.size - k)
     out.update(chi2_dof=chi2, intercept=float(beta[0]), adequate=adequate, adequacy=adequacy)
     return out
-
-
-def fmt_interval(iv: tuple[float, float]) -> str:
-    return f"[{iv[0]:.2f}, {iv[1]:.2f}]"
 
 
 def adequate_windows(

@@ -427,7 +427,9 @@ def checks(data: pd.DataFrame) -> list[dict]:
         out.append(
             V.check_row(
                 result="decentralized_bits.fewer_bits_than_dpsgd",
-                setting=f"{name} against D-PSGD; " + setting + f"; error level f(x_bar)-f* = {LEVEL:g} "
+                setting=f"{name} against D-PSGD; "
+                + setting
+                + f"; error level f(x_bar)-f* = {LEVEL:g} "
                 f"({100 * LEVEL / init:.1f}% of initial), bits at the first crossing of the "
                 "mean curve (log-log interpolation between record points)",
                 measured=f"bits {b:.3g} vs D-PSGD {b0:.3g}: ratio {ratio:.3f} (iterations "

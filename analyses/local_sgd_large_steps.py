@@ -230,7 +230,7 @@ def _exp_row(result, setting, fit, var, claimed, alternatives, extra="") -> dict
         measured = f"{fit['n_points']} points"
     else:
         measured = (
-            f"{fit['slopes'][var]:.2f} {st.fmt_interval(iv)} "
+            f"{fit['slopes'][var]:.2f} {V.interval_text(iv, '.2f')} "
             f"(chi2/dof {fit['chi2_dof']:.1f}, {fit['n_points']} cells{extra})"
         )
     return V.check_row(
@@ -313,7 +313,7 @@ def _window_rows(
     for var, mkey in zip(("T", "P"), keys, strict=True):
         verdict, reason = window_verdict(wins, var, model[mkey], alternatives)
         measured = "; ".join(
-            f"T >= {_sci(t)}: {f['slopes'][var]:.3f} {st.fmt_interval(f['intervals'][var])} "
+            f"T >= {_sci(t)}: {f['slopes'][var]:.3f} {V.interval_text(f['intervals'][var], '.2f')} "
             f"(chi2/dof {f['chi2_dof']:.1f}, {f['n_points']} cells)"
             for t, f in wins
         )
@@ -566,7 +566,7 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
         f = ratio_fit(data, a)
         for var in ("T", "P"):
             out[f"ratio_slope_{var}_a{a}"] = f"{f['slopes'][var]:.2f}"
-            out[f"ratio_slope_{var}_a{a}_ci"] = st.fmt_interval(f["intervals"][var])
+            out[f"ratio_slope_{var}_a{a}_ci"] = V.interval_text(f["intervals"][var], ".2f")
             out[f"ratio_slope_{var}_a{a}_model"] = f"{m[f'ratio_{var}']:.2f}"
             out[f"ratio_verdict_{var}_a{a}"] = _uncontrolled(
                 _exp_verdict(f, var, m[f"ratio_{var}"], (0.0,))[0]
@@ -577,9 +577,9 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
         out[f"ratio_windows_a{a}"] = (
             "; ".join(
                 f"T >= {_sci(t)} ({f_['n_points']} cells): a_T {f_['slopes']['T']:.2f} "
-                f"{st.fmt_interval(f_['intervals']['T'])} "
+                f"{V.interval_text(f_['intervals']['T'], '.2f')} "
                 f"({_exp_verdict(f_, 'T', m['ratio_T'], (0.0,))[0]}), a_P "
-                f"{f_['slopes']['P']:.2f} {st.fmt_interval(f_['intervals']['P'])} "
+                f"{f_['slopes']['P']:.2f} {V.interval_text(f_['intervals']['P'], '.2f')} "
                 f"({_exp_verdict(f_, 'P', m['ratio_P'], (0.0,))[0]})"
                 for t, f_ in wins
             )
@@ -596,7 +596,7 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
                 continue
             fw = found[1]
             out[f"ratio_window_slope_{var}_a{a}"] = f"{fw['slopes'][var]:.2f}"
-            out[f"ratio_window_slope_{var}_a{a}_ci"] = st.fmt_interval(fw["intervals"][var])
+            out[f"ratio_window_slope_{var}_a{a}_ci"] = V.interval_text(fw["intervals"][var], ".2f")
             out[f"ratio_window_chi2_a{a}"] = f"{fw['chi2_dof']:.1f}"
             out[f"ratio_window_verdict_{var}_a{a}"] = _uncontrolled(
                 window_verdict(window_fits(g, "ratio_to_mba"), var, m[f"ratio_{var}"], (0.0,))[0]
@@ -634,10 +634,10 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
                 fw = found[1] if found is not None else None
                 out[f"nstar_window_slope_{k}"] = "-" if fw is None else f"{fw['slopes'][var]:.2f}"
                 out[f"nstar_window_slope_{k}_ci"] = (
-                    "-" if fw is None else st.fmt_interval(fw["intervals"][var])
+                    "-" if fw is None else V.interval_text(fw["intervals"][var], ".2f")
                 )
                 out[f"nstar_slope_{k}"] = f"{f['slopes'][var]:.2f}"
-                out[f"nstar_slope_{k}_ci"] = st.fmt_interval(f["intervals"][var])
+                out[f"nstar_slope_{k}_ci"] = V.interval_text(f["intervals"][var], ".2f")
     out["nstar_windows"] = "; ".join(windows) if windows else "none"
     sq = sqrt_pt_table(data)
     below = sq[sq.status == "below_n"]

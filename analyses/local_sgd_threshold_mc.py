@@ -242,11 +242,11 @@ def replicate_errors(res: ck.Result, grid: list[int]) -> np.ndarray:
 def bootstrap_log_se(
     errs: np.ndarray, grid: list[int], eps: float, n_boot: int = 400, seed: int = 0
 ) -> float:
-    """See :func:`bootstrap_nstar` (its first value)."""
-    return bootstrap_nstar(errs, grid, eps, n_boot, seed)[0]
+    """See :func:`paired_bootstrap_nstar` (its first value)."""
+    return paired_bootstrap_nstar(errs, grid, eps, n_boot, seed)[0]
 
 
-def bootstrap_nstar(
+def paired_bootstrap_nstar(
     errs: np.ndarray, grid: list[int], eps: float, n_boot: int = 400, seed: int = 0
 ) -> tuple[float, float, float]:
     """Standard error of ``log N*`` by the paired bootstrap over replicates: resample the
@@ -255,7 +255,9 @@ def bootstrap_nstar(
     half the 16-84 % quantile range of ``log N*``.  Unlike the delta method this stays honest
     where the curve crosses ``1 + eps`` at a shallow angle.  Returns ``(se_log, q025, q975)``
     with the 2.5 % and 97.5 % bootstrap quantiles of ``N*`` (a percentile interval: the law of
-    ``log N*`` is far from normal when the crossing can jump between grid segments)."""
+    ``log N*`` is far from normal when the crossing can jump between grid segments). (The
+    parametric bootstrap from a curve's means and standard errors is
+    :func:`analyses._local_sgd_stats.parametric_bootstrap_nstar`.)"""
     rng = np.random.default_rng(seed)
     R = errs.shape[1]
     idx = rng.integers(0, R, size=(n_boot, R))
@@ -341,7 +343,7 @@ def setting_rows(
         loc["N_star_se_delta"] = loc["N_star_se"]
         if loc["status"] == "interior":
             seed = _seed(problem, alpha, P, T) + int(round(1000 * eps))
-            se_log, q025, q975 = bootstrap_nstar(errs, grid, eps, seed=seed)
+            se_log, q025, q975 = paired_bootstrap_nstar(errs, grid, eps, seed=seed)
             loc.update(N_star_se=loc["N_star"] * se_log, N_star_q025=q025, N_star_q975=q975)
         extra = {}
         if exact:

@@ -43,6 +43,14 @@ REMOVED_NAMES: dict[str, Removed] = {
         "package no longer imports them; same arguments, and `convkit sweep` and "
         "`python -m convkit.sweep` run it as before",
     ),
+    "stability_limit": Removed(
+        successor="stability_bracket",
+        modules=("convkit.checks",),
+        change="it brackets the largest stable step of any criterion is_stable(gamma) by "
+        "bisection and returns a StabilityBracket (same arguments); "
+        "convkit.exact.stability_limit, the mean-square limit of least squares as one "
+        "number, keeps its name",
+    ),
 }
 
 #: removed schedule kind (table or string spec) -> (successor kind, what changed)

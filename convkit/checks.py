@@ -12,7 +12,11 @@ standard errors (or exact curves with ``se = 0``).
   its delta-method standard error, the input of :func:`find_threshold`.
 * :func:`find_threshold` -- the smallest x (e.g. number of communication rounds N) from which
   a paired comparison holds, e.g. ``err(N) <= (1 + eps) err(MBA)``, with a confidence bracket.
-* :func:`stability_limit` -- bisection in log(gamma) for the largest stable step.
+* :func:`stability_bracket` -- bisection in log(gamma) for a bracket of the largest stable step
+  of any stability criterion (the exact mean-square limit of least squares is
+  :func:`convkit.exact.stability_limit`, a number).
+* :func:`mean_se` -- mean and standard error of independent replicates (the one definition;
+  :mod:`convkit.bounds.checking` re-exports it).
 * :func:`log_moment_growth_rate` -- robust Monte Carlo growth rate of ``E log ||eta_t||^2``
   (top Lyapunov exponent: almost-sure stability).
 * :func:`mean_square_growth_rate` -- Monte Carlo growth rate of ``E ||eta_t||^2`` by
@@ -46,11 +50,30 @@ __all__ = [
     "find_threshold",
     "fit_exponent",
     "log_moment_growth_rate",
+    "mean_se",
     "mean_square_growth_rate",
     "paired_ratio",
     "residual_trend_adequacy",
-    "stability_limit",
+    "stability_bracket",
 ]
+
+
+def mean_se(values: Any) -> tuple[float, float]:
+    """Mean and standard error ``sd / sqrt(R)`` (sample standard deviation, ``ddof=1``) of
+    the ``R`` independent replicates ``values`` (all elements of the array). ``R = 1`` gives
+    the standard error NaN (no spread to estimate)."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return float(v.mean()), math.nan
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+
+
+def __getattr__(name: str) -> Any:
+    """A name removed from this module raises an ``AttributeError`` naming its successor
+    (:mod:`convkit._migration`)."""
+    from convkit._migration import missing_attribute
+
+    raise missing_attribute(__name__, name)
 
 
 def _to_builtin(v: Any) -> Any:
@@ -561,7 +584,7 @@ def find_threshold(
 # ============================================================================ stability
 @dataclasses.dataclass(frozen=True)
 class StabilityBracket(_DictMixin):
-    """Result of :func:`stability_limit`: ``lo`` (stable) < limit <= ``hi`` (unstable);
+    """Result of :func:`stability_bracket`: ``lo`` (stable) < limit <= ``hi`` (unstable);
     ``estimate`` = geometric mean; ``n_evaluations`` of ``is_stable``; ``history`` of
     ``(gamma, stable)`` pairs in evaluation order."""
 
@@ -572,14 +595,16 @@ class StabilityBracket(_DictMixin):
     history: tuple[tuple[float, bool], ...]
 
 
-def stability_limit(
+def stability_bracket(
     is_stable: Callable[[float], bool],
     lo: float,
     hi: float,
     rtol: float = 1e-3,
     max_evaluations: int = 100,
 ) -> StabilityBracket:
-    """Locate the largest stable step by bisection in log(gamma).
+    """Bracket the largest stable step of the criterion ``is_stable`` by bisection in
+    log(gamma) (the mean-square limit of least squares in closed or numerical form is
+    :func:`convkit.exact.stability_limit`, one number; this is the bracket of any criterion).
 
     Requires ``is_stable(lo)`` True and ``is_stable(hi)`` False (checked; ``ValueError``
     otherwise), and assumes a single transition in between. Stops when ``hi / lo - 1 <= rtol``.

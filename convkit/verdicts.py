@@ -387,9 +387,10 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
-def interval_text(interval: Sequence[float]) -> str:
-    """``[lo, hi]`` with three significant digits."""
-    return f"[{float(interval[0]):.3g}, {float(interval[1]):.3g}]"
+def interval_text(interval: Sequence[float], spec: str = ".3g") -> str:
+    """``[lo, hi]``, each end formatted by the format ``spec`` (default three significant
+    digits; ``".2f"``: two decimals)."""
+    return f"[{float(interval[0]):{spec}}, {float(interval[1]):{spec}}]"
 
 
 def exponent_verdict(

@@ -16,7 +16,7 @@ from convkit.checks import (
     log_moment_growth_rate,
     mean_square_growth_rate,
     paired_ratio,
-    stability_limit,
+    stability_bracket,
 )
 
 
@@ -180,22 +180,22 @@ def test_find_threshold_never_and_always():
 
 
 # ------------------------------------------------------------------ stability
-def test_stability_limit_bisection_on_exact_criterion():
+def test_stability_bracket_bisection_on_exact_criterion():
     """1-D Gaussian SGD: E[(1 - g x^2)^2] = 1 - 2 g h + 3 g^2 h^2 < 1 iff g < 2/(3h)."""
     h = 1.7
 
     def stable(g):
         return 1 - 2 * g * h + 3 * g**2 * h**2 < 1
 
-    res = stability_limit(stable, 1e-3, 10.0, rtol=1e-6)
+    res = stability_bracket(stable, 1e-3, 10.0, rtol=1e-6)
     assert res.lo < 2 / (3 * h) <= res.hi
     assert res.hi / res.lo - 1 <= 1e-6
     assert res.estimate == pytest.approx(2 / (3 * h), rel=1e-6)
     assert res.n_evaluations == len(res.history)
     with pytest.raises(ValueError, match="is_stable\\(lo\\) must be True"):
-        stability_limit(stable, 5.0, 10.0)
+        stability_bracket(stable, 5.0, 10.0)
     with pytest.raises(ValueError, match="is_stable\\(hi\\) must be False"):
-        stability_limit(stable, 0.01, 0.1)
+        stability_bracket(stable, 0.01, 0.1)
 
 
 def _scalar_sgd_log_norms(gamma, h, T, R, rng):
@@ -293,7 +293,7 @@ def test_mean_square_growth_rate_1d_is_log_one_step_factor():
     assert abs(res.rate - exact) < 4 * res.se
 
 
-def test_stability_limit_with_monte_carlo_mean_square_criterion():
+def test_stability_bracket_with_monte_carlo_mean_square_criterion():
     """Bisection with the resampling criterion brackets the derived mean-square limit
     (bracket [0.7, 1.2] x limit, rtol 4%: evaluation points stay >= 1.4% away from it)."""
     from convkit.bounds.sgd_stability import sgd_stability_limit
@@ -308,7 +308,7 @@ def test_stability_limit_with_monte_carlo_mean_square_criterion():
         )
         return res.rate < 0
 
-    br = stability_limit(stable, 0.7 * g_star, 1.2 * g_star, rtol=0.04)
+    br = stability_bracket(stable, 0.7 * g_star, 1.2 * g_star, rtol=0.04)
     assert br.lo < g_star <= br.hi
     assert min(abs(g / g_star - 1) for g, _ in br.history) > 0.01
 
@@ -336,3 +336,15 @@ def test_paired_ratio_standard_error_is_calibrated_and_small():
     r, se = paired_ratio(np.ones((10, 3)) * [[1.0, 2.0, 3.0]], np.ones((10, 1)))
     np.testing.assert_allclose(r, [1, 2, 3])
     np.testing.assert_allclose(se, 0, atol=1e-15)
+
+
+def test_the_stability_bracket_was_stability_limit():
+    """``convkit.checks.stability_limit`` (a bracket of any criterion) and
+    ``convkit.exact.stability_limit`` (the exact mean-square limit, a number) were homonyms;
+    the bracket is ``stability_bracket`` and the old name points to it."""
+    import convkit.checks as checks
+    from convkit.exact import stability_limit
+
+    with pytest.raises(AttributeError, match=r"stability_limit was renamed stability_bracket"):
+        checks.stability_limit  # noqa: B018
+    assert callable(stability_limit) and not hasattr(checks, "stability_limit")

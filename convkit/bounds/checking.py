@@ -26,7 +26,7 @@ The helpers:
 * :func:`note_sources` -- the rows of a check with ``[unverified source: ...]`` added to the
   reason of each row whose result is known only from a summary of its paper;
 * :func:`final_values` -- the per-replicate values of one curve at its last record point;
-* :func:`mean_se` -- mean and standard error of independent replicates;
+* :func:`mean_se` -- mean and standard error of independent replicates (:mod:`convkit.checks`);
 * :func:`within` -- ``|measured - theory| <= k se`` (the usual 3 SE rule);
 * :func:`tolerance_verdict`, :func:`rate_exponent_verdict` -- verdict and reason;
 * :func:`check_stream` -- the random stream of the library's checks (for draws outside
@@ -41,12 +41,12 @@ a notebook uses the same names (see the page "Your own claim" of the documentati
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from convkit.checks import mean_se
 from convkit.verdicts import HOLDS, VIOLATED, check_row, exponent_verdict, verdict_of
 
 __all__ = [
@@ -80,13 +80,6 @@ def final_values(res: Any, label: str, metric: str, iterate: str) -> np.ndarray:
     cv = res.values[label]
     i, m = cv.iterates.index(iterate), cv.metrics.index(metric)
     return np.asarray(cv.values[-1, i, m, :], dtype=float)
-
-
-def mean_se(values: Any) -> tuple[float, float]:
-    """Mean and standard error ``sd / sqrt(R)`` (sample standard deviation, ``ddof=1``) of
-    ``R`` independent replicates ``values``."""
-    v = np.asarray(values, dtype=float)
-    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
 
 
 def within(measured: float, theory: float, se: float, k: float = 3.0) -> bool:

@@ -399,7 +399,7 @@ def _ds_ms_limit(quick: bool, guess: float) -> dict[str, Any]:
     recursion of the state (X, Delta) is positively homogeneous with top-k): bisection on the
     sign of :func:`convkit.checks.mean_square_growth_rate`."""
     from convkit.algorithms.decentralized import DeepSqueezeState
-    from convkit.checks import mean_square_growth_rate, stability_limit
+    from convkit.checks import mean_square_growth_rate, stability_bracket
     from convkit.problems.base import GradientOracle
     from convkit.schedules import Constant
     from convkit.topology import ring
@@ -430,7 +430,7 @@ def _ds_ms_limit(quick: bool, guess: float) -> dict[str, Any]:
         gr = mean_square_growth_rate(step, e0, n_steps, rng=rng, n_systems=8)
         return gr.rate < 0
 
-    br = stability_limit(is_stable, guess / 4, 4 * guess, rtol=0.05 if quick else 0.01)
+    br = stability_bracket(is_stable, guess / 4, 4 * guess, rtol=0.05 if quick else 0.01)
     return {"lo": br.lo, "hi": br.hi, "estimate": br.estimate, "evaluations": br.n_evaluations}
 
 

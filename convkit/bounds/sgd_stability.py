@@ -409,10 +409,10 @@ def _mc_ms_limit(
     h: np.ndarray, b: int, design: str, guess: float, quick: bool, seed: int
 ) -> dict[str, Any]:
     """Monte Carlo mean-square stability limit: bisection in log(gamma)
-    (:func:`convkit.checks.stability_limit`) on the sign of the importance-resampling growth
+    (:func:`convkit.checks.stability_bracket`) on the sign of the importance-resampling growth
     rate of ``E||eta_t||^2`` (:func:`convkit.checks.mean_square_growth_rate`), started from
     ``[guess / 2, 2 guess]``."""
-    from convkit.checks import mean_square_growth_rate, stability_limit
+    from convkit.checks import mean_square_growth_rate, stability_bracket
 
     rng = np.random.default_rng(seed)
     n_steps = 200 if quick else 400
@@ -428,7 +428,7 @@ def _mc_ms_limit(
         )
         return gr.rate < 0
 
-    br = stability_limit(is_stable, guess / 2, 2 * guess, rtol=0.02 if quick else 0.01)
+    br = stability_bracket(is_stable, guess / 2, 2 * guess, rtol=0.02 if quick else 0.01)
     return {"lo": br.lo, "hi": br.hi, "estimate": br.estimate, "evaluations": br.n_evaluations}
 
 
