@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convkit.backend import Backend
+from convkit.checks import mean_se
 from convkit.compression import (
     QSGD,
     Identity,
@@ -64,11 +65,6 @@ def _sq(a):
 def _replicate(x, n=N_DRAWS):
     """Read-only broadcast of x to (n, ...) (also checks that compressors never write)."""
     return np.broadcast_to(x, (n, *x.shape))
-
-
-def _mean_se(samples):
-    samples = np.asarray(samples, dtype=np.float64)
-    return samples.mean(), samples.std(ddof=1) / math.sqrt(samples.size)
 
 
 ALL = [
@@ -203,7 +199,7 @@ def _unbiased_z(comp, x, seed):
     zs = []
     for direction in (x / safe, v):
         s = np.sum(E * direction / safe, axis=(1, 2, 3))  # one scalar per draw
-        m, se = _mean_se(s)
+        m, se = mean_se(s)
         # floor on the SE: deterministic outputs (e.g. d = 1) still carry rounding error
         zs.append(m / max(se, EXACT))
     return zs
@@ -257,7 +253,7 @@ def _normalized_error(comp, x, seed):
 
 
 def _assert_mean(samples, expected, what):
-    m, se = _mean_se(samples)
+    m, se = mean_se(samples)
     assert abs(m - expected) <= Z * se + EXACT * max(1.0, abs(expected)), (what, m, expected, se)
 
 
