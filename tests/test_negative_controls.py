@@ -106,10 +106,11 @@ def test_the_pipeline_downgrades_an_analysis_without_controls(tmp_path):
         "import pandas as pd\n"
         "from convkit import verdicts as V\n"
         "TITLE = 'toy'\n"
+        "CLAIMS = V.declare_claims('toy', {'c': V.Claim('the claim', 'derived here')})\n"
         "def run(quick=False):\n    return pd.DataFrame({'x': [1.0]})\n"
         "def plot(data, outdir):\n    return []\n"
         "def checks(data):\n"
-        "    return [V.check_row('c', 's', 1.0, 1.0, V.HOLDS, 'why')]\n"
+        "    return [V.check_row('toy.c', 's', 1.0, 1.0, V.HOLDS, 'why')]\n"
     )
     out = tmp_path / "out"
     out.mkdir()
