@@ -13,8 +13,9 @@ Tuning rules (stated once, used everywhere):
   gossip ``V = C(X + Delta)``, ``Delta <- X + Delta - V``, ``X <- X + eta (W - I) V``), each
   the grid value with the fastest contraction of the consensus distance;
 * the step ``gamma`` of each method, by one of two rules over a geometric grid (factor 2),
-  both on a tuning seed different from the evaluation seed and both read off the same
-  common-random-number tuning call (:func:`tune_steps`):
+  both on a tuning seed different from the evaluation seed and both read off the same runs,
+  one per (method, gamma) pair, all on the common random numbers of the tuning seed
+  (:func:`tune_steps`, :func:`_run_pair`):
 
   - ``"tail"``: the grid value with the smallest mean excess risk of the node average over
     the last quarter of the record points (a diverged run counts as infinite);
@@ -26,26 +27,39 @@ Tuning rules (stated once, used everywhere):
     reaches the target the rule has no answer: it returns the tail rule's ``gamma`` with
     infinite bits, which the caller reports as not reached.
 
+  Pair runs: every (method, gamma) pair runs alone, on the sample and algorithm streams of
+  the tuning seed, so its numbers depend on (problem, method, gamma, seed) only, bit for
+  bit, never on which other pairs are tuned or in what order; each pair runs once, and an
+  extension of the grid runs only its new pairs.
+
   Grid extension (``max_extensions > 0``): while some method's choice under either rule
-  sits at the top of its grid, that method's grid gets the next value (twice its top) and the
-  tuning call is run again, up to ``max_extensions`` times; then, while some choice sits at
-  the bottom, the grid gets half its bottom, again up to ``max_extensions`` times. A bits-rule
-  choice with no step reaching the target is the tail rule's step and moves only with that
-  rule. The new values are appended after all the earlier (method, gamma) pairs of the call,
-  so every earlier pair keeps its position, hence its random stream, and its numbers (and the
-  upward values keep the positions they have without the downward ones). When neither loop
-  stops at the cap, every choice lies strictly inside its method's grid; the step above it is
+  sits at the top of its grid, that method's grid gets the next value (twice its top), up to
+  ``max_extensions`` times; then, while some choice sits at the bottom, the grid gets half
+  its bottom, again up to ``max_extensions`` times. A bits-rule choice with no step reaching
+  the target is the tail rule's step and moves only with that rule. When neither loop stops
+  at the cap, every choice lies strictly inside its method's grid; the step above it is
   recorded as ``"diverges"`` (a replicate diverged), ``"not reached"`` (finite, but its mean
   never falls to the target; bits rule only) or ``"worse"``, and so is the step below it;
   ``"cap"`` marks a choice still at an end after ``max_extensions`` extensions there
   (censored).
+
+  No-gain stop (``no_gain_stop=True``): a tail-rule choice at the bottom of its grid drives
+  no halving when its tail error, the smallest over the method's grid, is finite and no
+  lower than the initial excess risk (``theta0 = 0``): no step tried lowers the error at
+  all, the rule's infimum is then not moving (gamma -> 0) and the bottom step is no
+  optimum to be refined; the step below such a choice (and below a bits-rule choice that
+  is the tail rule's step, no step reaching the target) is recorded as ``"no gain"``. A
+  bits-rule choice that reaches the target still drives the halving. The stop only drops
+  pairs below a method's bottom step: where the halving without it ends at a step that
+  lowers the error, the stop leaves every choice as it is (each pair's numbers do not
+  depend on the others).
 """
 
 from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -59,6 +73,7 @@ from convkit.algorithms.decentralized import (
     ECDPSGD,
     DeepSqueeze,
     consensus_distance,
+    contraction_rates,
     tune_consensus_step,
 )
 from convkit.algorithms.feedback import ErrorFeedbackSGD
@@ -73,7 +88,6 @@ COMPRESSED = METHODS[1:]
 #: methods whose analysis needs an unbiased compressor
 UNBIASED_METHODS = ("DCD-PSGD", "ECD-PSGD")
 TOPOLOGIES = ("ring", "torus", "exponential")
-    contraction_rates,
 
 
 def topology(kind: str) -> Topology:
@@ -217,6 +231,18 @@ def _mean_bits_to_target(res: ck.Result, config: str, target: float) -> float:
     return b if np.isfinite(b) else float("inf")
 
 
+class PairScore(NamedTuple):
+    """What both tuning rules read off the run of one (method, gamma) pair
+    (:func:`_run_pair`): ``tail``, the mean excess risk over the last quarter of the record
+    points (:func:`tail_error`; ``inf`` if a replicate diverged); ``bits``, the bits to the
+    target (:func:`_mean_bits_to_target`; ``inf``: diverged or never reached; ``nan`` when no
+    target is given); ``diverged``, whether a replicate diverged."""
+
+    tail: float
+    bits: float
+    diverged: bool
+
+
 def tune_steps(
     prob: Any,
     builders: dict[str, Any],
@@ -228,20 +254,26 @@ def tune_steps(
     target: float | None = None,
     n_record: int = 20,
     max_extensions: int = 0,
+    no_gain_stop: bool = False,
 ) -> dict[str, Any]:
     """Best step of each method by the rules of the module docstring.
 
-    ``builders[label](gamma, name)`` builds the algorithm; all (method, gamma) pairs run in
-    one common-random-number call of ``steps`` iterations, ``replicates`` replicates and
-    ``n_record`` log-spaced record points, from which both rules are read (the bits rule
-    costs no extra simulation). Returns ``{"tail": {label: (gamma, tail error)}}`` and, when
-    ``target`` is given, ``"bits": {label: (gamma, bits to target)}`` (``inf`` bits: no grid
-    value reached ``target``, and ``gamma`` is then the tail rule's); ``"grid": {label:
+    ``builders[label](gamma, name)`` builds the algorithm; every (method, gamma) pair runs
+    once (:func:`_run_pair`: ``steps`` iterations, ``replicates`` replicates, ``n_record``
+    log-spaced record points, on the streams of ``seed`` alone), and both rules are read off
+    its :class:`PairScore` (the bits rule costs no extra simulation); an extension of the
+    grid runs only its new pairs. Returns ``{"tail": {label: (gamma, tail error)}}`` and,
+    when ``target`` is given, ``"bits": {label: (gamma, bits to target)}`` (``inf`` bits: no
+    grid value reached ``target``, and ``gamma`` is then the tail rule's); ``"grid": {label:
     steps}`` (each method's grid, ascending, after the extensions of the module docstring),
     ``"above"`` and ``"below"``: ``{rule: {label: why the next larger / smaller step was not
-    chosen}}`` (``"diverges"``, ``"not reached"``, ``"worse"`` or ``"cap"``), and
-    ``"extensions"`` (how many times the call was extended; ``"extensions_up"`` +
-    ``"extensions_down"``, each at most ``max_extensions``)."""
+    chosen}}`` (``"diverges"``, ``"not reached"``, ``"worse"``, ``"cap"`` or ``"no gain"``),
+    ``"extensions"`` (how many times the grid was extended; ``"extensions_up"`` +
+    ``"extensions_down"``, each at most ``max_extensions``) and ``"pairs"``: ``{(label,
+    gamma): PairScore}``, every pair run, each once.
+
+    ``no_gain_stop``: the no-gain stop of the module docstring (the initial excess risk is
+    the problem's at ``theta0 = 0``, the start of every run)."""
     grid = np.asarray(grid, dtype=float)
     if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"grid must be a non-empty 1-D array of positive steps, got {grid}")
@@ -253,14 +285,23 @@ def tune_steps(
         or (max_extensions < 0)
     ):
         raise ValueError(f"max_extensions must be a non-negative integer, got {max_extensions!r}")
+    if not isinstance(no_gain_stop, (bool, np.bool_)):
+        raise ValueError(f"no_gain_stop must be True or False, got {no_gain_stop!r}")
+    floor = float(prob.errors(np.zeros(prob.d))["excess_risk"]) if no_gain_stop else None
     pairs = [(label, float(g)) for label in builders for g in grid]
+    scores: dict[tuple[str, float], PairScore] = {}
     extensions = {"up": 0, "down": 0}
     while True:
-        out = _tune_once(prob, builders, pairs, steps, replicates, seed, target, n_record)
+        for label, g in pairs:  # only the pairs not run yet: a pair's score is final
+            if (label, g) not in scores:
+                scores[(label, g)] = _run_pair(
+                    prob, builders[label], label, g, steps, replicates, seed, target, n_record
+                )
+        out = _read_rules(scores, pairs, builders, target)
         ends = _grid_ends(pairs, builders)
-        at = {side: _at_edge(out, ends, side) for side in ("up", "down")}
-        # upward first: the pairs of the upward extensions keep the positions (random streams)
-        # they have when the grid is extended upward only
+        at = {side: _at_edge(out, ends, side, floor) for side in ("up", "down")}
+        # upward first, then downward (a smaller step can only take a choice away from the
+        # top, never bring one there)
         side = next((s for s in ("up", "down") if at[s] and extensions[s] < max_extensions), None)
         if side is None:
             break
@@ -270,12 +311,49 @@ def tune_steps(
     out["grid"] = {
         label: np.array(sorted(g for lab, g in pairs if lab == label)) for label in builders
     }
-    out["above"] = _next_step_reasons(out, pairs, builders, "up")
-    out["below"] = _next_step_reasons(out, pairs, builders, "down")
-    del out["_diverged"], out["_bits"]
+    out["above"] = _next_step_reasons(out, scores, pairs, builders, "up", floor)
+    out["below"] = _next_step_reasons(out, scores, pairs, builders, "down", floor)
     out["extensions"] = extensions["up"] + extensions["down"]
     out["extensions_up"], out["extensions_down"] = extensions["up"], extensions["down"]
+    out["pairs"] = dict(scores)
     return out
+
+
+def _run_pair(
+    prob: Any,
+    builder: Any,
+    label: str,
+    gamma: float,
+    steps: int,
+    replicates: int,
+    seed: int,
+    target: float | None,
+    n_record: int,
+) -> PairScore:
+    """The run of one (``label``, ``gamma``) pair, alone in its :func:`convkit.simulate` call.
+
+    Streams: the call's sample stream ``(seed, "samples", j)`` and the algorithm's own
+    stream ``(seed, "algorithm", 0, j)`` depend on ``seed`` (and the replicate block ``j``)
+    only, so a pair's score is a function of (problem, label, gamma, seed) and the run
+    lengths, bit for bit: not of the other pairs of the tuning, their number or their order,
+    and it is computed once however often the grid is extended. Every pair of a tuning
+    shares both streams (common random numbers): the rules compare the steps of one method
+    (the argmin over gamma), a difference that common samples make far more precise than
+    independent draws per (method, gamma) would; the compressors' draws are shared as well
+    (with independent draws per pair, the comparison of two steps of a compressed method
+    would carry the compression noise of both)."""
+    name = _config_name(label, gamma)
+    res = simulate_quiet(
+        prob,
+        [builder(gamma, name)],
+        steps=steps,
+        replicates=replicates,
+        seed=seed,
+        n_record=n_record,
+    )
+    bits = float("nan") if target is None else _mean_bits_to_target(res, name, target)
+    diverged = bool(np.any(res.values[name].diverged_at > 0))
+    return PairScore(tail_error(res, name), bits, diverged)
 
 
 def _grid_ends(pairs: list[tuple[str, float]], builders: dict[str, Any]) -> dict:
@@ -286,47 +364,68 @@ def _grid_ends(pairs: list[tuple[str, float]], builders: dict[str, Any]) -> dict
     }
 
 
-def _at_edge(out: dict[str, Any], ends: dict, side: str) -> list[str]:
+def _no_gain(out: dict[str, Any], label: str, floor: float | None) -> bool:
+    """Whether the no-gain stop applies to ``label``: ``floor`` (the initial excess risk) is
+    given and the smallest tail error over the method's grid is finite and no lower."""
+    e = out["tail"][label][1]
+    return floor is not None and bool(np.isfinite(e)) and e >= floor
+
+
+def _at_edge(out: dict[str, Any], ends: dict, side: str, floor: float | None = None) -> list[str]:
     """The methods whose choice under some rule sits at the ``side`` end of their grid and
     would move if it were extended there. A bits-rule choice counts only when some step
     reached the target (finite bits): otherwise it is the tail rule's step, extended by that
     rule. At the top a tail-rule choice counts only with a finite tail error; at the bottom
-    always (an infinite tail error at the smallest step means every step diverged)."""
-    return [
-        label
-        for label in ends[side]
-        if any(
-            out[rule][label][0] == ends[side][label]
-            and (np.isfinite(out[rule][label][1]) or (rule == "tail" and side == "down"))
-            for rule in TUNING_RULES
-            if rule in out
-        )
-    ]
+    always (an infinite tail error at the smallest step means every step diverged), except
+    under the no-gain stop (:func:`_no_gain`)."""
+
+    def moves(label: str, rule: str) -> bool:
+        g, score = out[rule][label]
+        if g != ends[side][label]:
+            return False
+        if np.isfinite(score):
+            return not (rule == "tail" and side == "down" and _no_gain(out, label, floor))
+        return rule == "tail" and side == "down"
+
+    return [label for label in ends[side] if any(moves(label, r) for r in TUNING_RULES if r in out)]
 
 
 def _next_step_reasons(
-    out: dict[str, Any], pairs: list[tuple[str, float]], builders: dict[str, Any], side: str
+    out: dict[str, Any],
+    scores: dict[tuple[str, float], PairScore],
+    pairs: list[tuple[str, float]],
+    builders: dict[str, Any],
+    side: str,
+    floor: float | None = None,
 ) -> dict[str, dict[str, str]]:
     """``{rule: {label: why the neighbouring grid step on ``side`` ("up": the next larger,
     "down": the next smaller) was not chosen}}``: ``"diverges"`` (a replicate diverged),
     ``"not reached"`` (finite, but its mean never falls to the target; bits rule only),
     ``"worse"`` (larger tail error, or more bits, or a tie lost); with no step on that side:
-    ``"cap"`` (the choice is the end of its grid after the last allowed extension) or, above
-    a choice with infinite score, ``"diverges"``."""
+    ``"no gain"`` (below a choice that is the tail rule's step, where the no-gain stop ended
+    the halving, :func:`_no_gain`), ``"cap"`` (the choice is the end of its grid after the
+    last allowed extension) or, above a choice with infinite score, ``"diverges"``."""
     reasons: dict[str, dict[str, str]] = {rule: {} for rule in TUNING_RULES if rule in out}
     for rule in reasons:
         for label in builders:
             g, score = out[rule][label]
             beyond = [h for lab, h in pairs if lab == label and (h > g if side == "up" else h < g)]
             if not beyond:
-                reasons[rule][label] = "cap" if side == "down" or np.isfinite(score) else "diverges"
+                tail_step = rule == "tail" or not np.isfinite(score)
+                reasons[rule][label] = (
+                    "no gain"
+                    if side == "down" and tail_step and _no_gain(out, label, floor)
+                    else "cap"
+                    if side == "down" or np.isfinite(score)
+                    else "diverges"
+                )
                 continue
-            cfg = _config_name(label, min(beyond) if side == "up" else max(beyond))
+            s = scores[(label, min(beyond) if side == "up" else max(beyond))]
             reasons[rule][label] = (
                 "diverges"
-                if out["_diverged"][cfg]
+                if s.diverged
                 else "not reached"
-                if rule == "bits" and not np.isfinite(out["_bits"][cfg])
+                if rule == "bits" and not np.isfinite(s.bits)
                 else "worse"
             )
     return reasons
@@ -336,36 +435,22 @@ def _config_name(label: str, gamma: float) -> str:
     return f"{label}@{gamma:.6g}"
 
 
-def _tune_once(
-    prob: Any,
-    builders: dict[str, Any],
+def _read_rules(
+    scores: dict[tuple[str, float], PairScore],
     pairs: list[tuple[str, float]],
-    steps: int,
-    replicates: int,
-    seed: int,
+    builders: dict[str, Any],
     target: float | None,
-    n_record: int,
 ) -> dict[str, Any]:
-    """One tuning call over the (label, gamma) ``pairs`` in their order (which fixes each
-    pair's random stream), read by both rules (:func:`tune_steps`)."""
-    algos = [builders[label](g, _config_name(label, g)) for label, g in pairs]
-    res = simulate_quiet(
-        prob, algos, steps=steps, replicates=replicates, seed=seed, n_record=n_record
-    )
+    """Both rules (:func:`tune_steps`) over the scores of the (label, gamma) ``pairs``."""
     tail: dict[str, tuple[float, float]] = {}
     scored: dict[str, list[tuple[float, float, float]]] = {}
-    diverged: dict[str, bool] = {}
-    bits_of: dict[str, float] = {}
     for label, g in sorted(pairs, key=lambda p: (list(builders).index(p[0]), p[1])):
-        cfg = _config_name(label, g)
-        diverged[cfg] = bool(np.any(res.values[cfg].diverged_at > 0))
-        e = tail_error(res, cfg)
-        if label not in tail or e < tail[label][1]:
-            tail[label] = (g, e)
+        s = scores[(label, g)]
+        if label not in tail or s.tail < tail[label][1]:
+            tail[label] = (g, s.tail)
         if target is not None:
-            bits_of[cfg] = _mean_bits_to_target(res, cfg, target)
-            scored.setdefault(label, []).append((bits_of[cfg], e, g))
-    out: dict[str, Any] = {"tail": tail, "_diverged": diverged, "_bits": bits_of}
+            scored.setdefault(label, []).append((s.bits, s.tail, g))
+    out: dict[str, Any] = {"tail": tail}
     if target is not None:
         bits: dict[str, tuple[float, float]] = {}
         for label, rows in scored.items():

@@ -29,27 +29,30 @@ top-k with k/d = 1/4 (a contraction); DCD-PSGD and ECD-PSGD QSGD with s = 4 leve
 for EF-SGD; its server broadcast is counted as the algorithm's ``comm_counts`` says).
 
 Steps (``steps_kind``), each method's gamma from the geometric grid ``GRID`` (factor 2, times
-``1 / L_max`` for logistic) on a separate tuning seed, both rules read off one
-common-random-number tuning call of 4 replicates and 20 record points
-(:func:`analyses._decentralized_common.tune_steps`): *tuned_tail* -- the smallest mean excess
-risk over the last quarter of the record points; *tuned_bits* -- the fewest bits to the fixed
-target below (the quantity reported; a diverged or never-reaching run counts as infinite, ties
-go to the smaller tail error; where no grid step reaches the target the tail rule's step is
-kept, ``tuning_score = inf``); *common* -- gamma = 0.01 (least squares) or 1 / L_max (logistic)
-for all. ``tuning_score`` holds the tuning-seed tail error or bits of the chosen step. A
-bits-tuned step equal to the tail-tuned one reuses that run (the rows are the same numbers).
-The grid is extended at both ends, method by method: while a method's choice under either
-rule is the top of its grid, twice that top is appended after every earlier (method, gamma)
-pair of the tuning call (so those keep their random streams and numbers) and the call runs
-again, at most ``MAX_EXTENSIONS`` = 8 times per setting; then, while a choice is the bottom
-of its grid, half that bottom is appended likewise, again at most 8 times. A bits-rule
-choice where no step reaches the target is the tail rule's step and moves with that rule
-only. ``grid_bottom`` and ``grid_top`` are the ends of the method's final grid,
-``grid_extensions`` the setting's number of extensions (both ends) and ``step_below`` /
-``step_above`` why the next smaller / larger step was not chosen (``diverges``, ``not
-reached``, ``worse``; ``cap``: still at that end after the last extension there, censored).
-Consensus parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pure gossip
-(:mod:`analyses._decentralized_common`).
+``1 / L_max`` for logistic) on a separate tuning seed, both rules read off one run of 4
+replicates and 20 record points per (method, gamma) pair, every pair on the common random
+numbers of the tuning seed (:func:`analyses._decentralized_common.tune_steps`: a pair's
+numbers depend on the setting, method, gamma and seed only, never on the other pairs):
+*tuned_tail* -- the smallest mean excess risk over the last quarter of the record points;
+*tuned_bits* -- the fewest bits to the fixed target below (the quantity reported; a diverged
+or never-reaching run counts as infinite, ties go to the smaller tail error; where no grid
+step reaches the target the tail rule's step is kept, ``tuning_score = inf``); *common* --
+gamma = 0.01 (least squares) or 1 / L_max (logistic) for all. ``tuning_score`` holds the
+tuning-seed tail error or bits of the chosen step. A bits-tuned step equal to the tail-tuned
+one reuses that run (the rows are the same numbers). The grid is extended at both ends,
+method by method, each extension running only its new pairs: while a method's choice under
+either rule is the top of its grid, twice that top is added, at most ``MAX_EXTENSIONS`` = 8
+times per setting; then, while a choice is the bottom of its grid, half that bottom is added
+likewise, again at most 8 times, except where no step of the method's grid lowers its tail
+error below the initial excess risk (the no-gain stop: the tail rule's infimum is then not
+moving, gamma -> 0, and no step below is an optimum to find). A bits-rule choice where no step
+reaches the target is the tail rule's step and moves with that rule only. ``grid_bottom``
+and ``grid_top`` are the ends of the method's final grid, ``grid_extensions`` the setting's
+number of extensions (both ends) and ``step_below`` / ``step_above`` why the next smaller /
+larger step was not chosen (``diverges``, ``not reached``, ``worse``; ``no gain``: the
+no-gain stop ended the halving; ``cap``: still at that end after the last extension there,
+censored). Consensus parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pure gossip
+(:mod:`analyses._decentralized_common`), once per graph and dimension (:func:`consensus_params`).
 
 Runs: n = 1000 iterations, R = 16 replicates (tuning: 4 replicates on its own seed), 30
 log-spaced record points; quick mode n = 200, R = 4, zeta^2 in {0, 10}, the ring, two grid
@@ -80,8 +83,10 @@ crossings of the curves mean -+ 2 SE give an interval.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -153,15 +158,28 @@ def _logistic_problems(quick: bool) -> list[tuple[str, str, object]]:
     return out
 
 
-def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt: int, meta):
+@functools.cache
+def consensus_params(topo_kind: str, d: int, fraction: float = 0.25, seed: int = SEED):
+    """``(gamma_c, eta)`` of CHOCO-SGD and DeepSqueeze on the graph ``topo_kind`` with top-k
+    (``fraction``) in dimension ``d`` (:func:`analyses._decentralized_common.consensus_params`,
+    pure gossip: a function of these arguments only), computed once per key in a process:
+    the settings of one graph and dimension share them (the three zeta^2 of least squares)."""
+    return C.consensus_params(C.topology(topo_kind), TopK(fraction=fraction), d, seed)
+
+
+def tune_setting(prob, topo_kind: str, grid, n: int, Rt: int, target: float, **kw: Any):
+    """The step tuning of one setting (:func:`analyses._decentralized_common.tune_steps` on
+    ``TUNE_SEED`` with ``Rt`` replicates and the no-gain stop; ``kw`` overrides its keywords)
+    and the builder of its methods: ``(tuned, builder, (gamma_c, eta))``."""
     topo = C.topology(topo_kind)
-    gc, eta = C.consensus_params(topo, TopK(fraction=0.25), prob.d, SEED)
+    gc, eta = consensus_params(topo_kind, int(prob.d))
 
     def builder(method):
         return lambda g, name: C.make_method(
             method, topo, g, compressor(method), gamma_c=gc, eta=eta, name=name
         )
 
+    opts = {"max_extensions": MAX_EXTENSIONS, "no_gain_stop": True, **kw}
     tuned = C.tune_steps(
         prob,
         {m: builder(m) for m in C.METHODS},
@@ -169,9 +187,15 @@ def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt:
         steps=n,
         replicates=Rt,
         seed=TUNE_SEED,
-        target=float(meta["target"]),
-        max_extensions=MAX_EXTENSIONS,
+        target=float(target),
+        **opts,
     )
+    return tuned, builder, (gc, eta)
+
+
+def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt: int, meta):
+    topo = C.topology(topo_kind)
+    tuned, builder, (gc, eta) = tune_setting(prob, topo_kind, grid, n, Rt, meta["target"])
     # The algorithms' random streams follow their position in the call: the tail-tuned and
     # common runs come first (their draws do not depend on the bits rule), and a bits-tuned
     # step equal to the tail-tuned one reuses that run instead of a second, differently
@@ -228,10 +252,11 @@ def _setting_runs(prob, topo_kind: str, grid, common: float, n: int, R: int, Rt:
     return rows
 
 
-def run(quick: bool = False) -> pd.DataFrame:
-    n, R, Rt = (200, 4, 3) if quick else (1000, 16, 4)
+def settings(quick: bool = False) -> list[tuple[Any, str, np.ndarray, float, dict]]:
+    """The study's settings in order: ``(problem, topology kind, step grid, common step,
+    meta columns)``."""
     grid, lgrid = (GRID[1::2], LOGISTIC_GRID[1::2]) if quick else (GRID, LOGISTIC_GRID)
-    rows = []
+    out = []
     topos = ("ring",) if quick else C.TOPOLOGIES
     zetas = {"0": 0.0, "large": 10.0} if quick else ZETA2
     for zl, z2 in zetas.items():
@@ -245,8 +270,7 @@ def run(quick: bool = False) -> pd.DataFrame:
             "L_max": float(prob.L),
             "target": LS_TARGET,
         }
-        for tk in topos:
-            rows += _setting_runs(prob, tk, grid, COMMON_LS, n, R, Rt, meta)
+        out += [(prob, tk, grid, COMMON_LS, meta) for tk in topos]
     for name, split, prob in _logistic_problems(quick):
         lmax = float(prob.L_max)
         init = float(prob.errors(np.zeros(prob.d))["excess_risk"])
@@ -260,7 +284,15 @@ def run(quick: bool = False) -> pd.DataFrame:
         }
         kinds = C.TOPOLOGIES if (split.startswith("dirichlet") and name == "breast-cancer") else ()
         for tk in ("ring",) if quick or not kinds else kinds:
-            rows += _setting_runs(prob, tk, lgrid / lmax, COMMON_LOGISTIC / lmax, n, R, Rt, meta)
+            out.append((prob, tk, lgrid / lmax, COMMON_LOGISTIC / lmax, meta))
+    return out
+
+
+def run(quick: bool = False) -> pd.DataFrame:
+    n, R, Rt = (200, 4, 3) if quick else (1000, 16, 4)
+    rows = []
+    for prob, tk, grid, common, meta in settings(quick):
+        rows += _setting_runs(prob, tk, grid, common, n, R, Rt, meta)
     out = pd.concat(rows, ignore_index=True)
     # the consensus distance is not used here (decentralized_bits plots it): error rows only
     return C.compact(out[out.metric == "excess_risk"].reset_index(drop=True))
@@ -574,7 +606,8 @@ def grid_edges(data: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, method, tuning rule): the chosen ``gamma``, the bottom and top of
     the method's extended grid, the number of extensions of the setting's tuning call, ``edge``
     (:func:`_grid_edge`), ``step_above`` / ``step_below`` (why the next larger / smaller step
-    was not chosen: ``diverges``, ``not reached``, ``worse``; ``cap``: the choice is that end
+    was not chosen: ``diverges``, ``not reached``, ``worse``; ``no gain``: the no-gain stop
+    ended the halving below the choice; ``cap``: the choice is that end
     of the grid after the last allowed extension there), ``reached`` (``False``: no step
     reached the target, the bits rule keeps the tail rule's step) and ``no_gain``: the
     method's tail-rule tuning error (the smallest over its grid) is no lower than the initial
@@ -722,7 +755,9 @@ def _grid_edge_check(data: pd.DataFrame, n: int) -> dict:
     an edge exactly when that step does, and the steps next to it never reach the target or
     diverge. A choice at the bottom after the last extension is censored unless no step of
     its grid lowers the error below the initial one (``no_gain`` of :func:`grid_edges`: the
-    error grows over the run at every step; a smaller step only lowers how far)."""
+    error grows over the run at every step; a smaller step only lowers how far), and so is a
+    choice whose halving the no-gain stop ended (``step_below == "no gain"``) unless
+    ``no_gain`` holds for it."""
     e = grid_edges(data)
     words = {"diverges": "diverges", "not reached": "never reaches the target", "worse": "worse"}
 
@@ -745,16 +780,20 @@ def _grid_edge_check(data: pd.DataFrame, n: int) -> dict:
             f"{int((g.edge == 'bottom').sum())} at the bottom "
             f"({int((g.step_below == 'cap').sum())} with the cap reached, "
             f"{int(((g.step_below == 'cap') & g.no_gain).sum())} of them where no step lowers "
-            f"the error below the initial one) of {len(g)}; next "
+            f"the error below the initial one; {int((g.step_below == 'no gain').sum())} where "
+            f"the halving stopped because no step lowers it) of {len(g)}; next "
             f"larger step: {why(g.step_above)}; next smaller step: {why(g.step_below)}"
         )
     ext = e.drop_duplicates(["problem", "split", "topology"]).grid_extensions
-    capped = int((e.step_above == "cap").sum() + ((e.step_below == "cap") & ~e.no_gain).sum())
+    capped = int(
+        (e.step_above == "cap").sum() + (e.step_below.isin(("cap", "no gain")) & ~e.no_gain).sum()
+    )
     return V.check_row(
         result="tuned steps at an edge of the step grid (censored tuning)",
         setting=f"every setting of this study, n={n}; grid extended by doubling a method's "
         f"top step while its choice under either rule sits there, then by halving its bottom "
-        f"step likewise, at most {MAX_EXTENSIONS} extensions per end and setting",
+        f"step likewise (no halving where no step lowers the error below the initial one), "
+        f"at most {MAX_EXTENSIONS} extensions per end and setting",
         measured="; ".join(parts)
         + f"; extensions per setting: min {int(ext.min())}, max {int(ext.max())}",
         theoretical="every choice strictly inside its grid (the next larger and the next "

@@ -264,3 +264,150 @@ def test_committed_tuning_is_uncensored_at_both_ends():
         assert r.step_below != "cap" or r.no_gain
     row = [r for r in M.checks(data) if r["result"].startswith("tuned steps at an edge")]
     assert len(row) == 1 and row[0]["verdict"] == "holds"
+
+
+# ---------------------------------------------------------------------- pair runs, keyed
+def _small_tuning(builders: dict, grid, **kw) -> dict:
+    """:func:`C.tune_steps` on the least-squares problem of :func:`_dpsgd_tuning`, short runs."""
+    prob = HeterogeneousLeastSquares(32, C.P, 0.0, noise=0.5, seed=0)
+    return C.tune_steps(
+        prob, builders, np.asarray(grid), steps=200, replicates=2, seed=5, target=0.3, **kw
+    )
+
+
+def _builders(*methods: str) -> dict:
+    topo = C.topology("ring")
+    comp = {"D-PSGD": None, "DCD-PSGD": QSGD(s=4), "ECD-PSGD": QSGD(s=4)}
+    return {
+        m: (lambda g, name, m=m: C.make_method(m, topo, g, comp[m], name=name)) for m in methods
+    }
+
+
+def test_pair_scores_do_not_depend_on_the_other_pairs_or_their_order():
+    """A (method, gamma) pair's scores are bit-for-bit the same whether it is tuned with other
+    methods or alone, and whatever the order of the grid: DCD-PSGD (QSGD, its own random
+    numbers) with D-PSGD and ECD-PSGD before it, and alone on the reversed grid. The scores
+    are not trivially equal: the two steps, and another seed, give other numbers."""
+    grid = [0.01, 0.02]
+    both = _small_tuning(_builders("D-PSGD", "ECD-PSGD", "DCD-PSGD"), grid)["pairs"]
+    alone = _small_tuning(_builders("DCD-PSGD"), grid[::-1])["pairs"]
+    for g in grid:
+        assert both[("DCD-PSGD", g)] == alone[("DCD-PSGD", g)]
+        assert np.isfinite(alone[("DCD-PSGD", g)].tail)
+    assert alone[("DCD-PSGD", 0.01)].tail != alone[("DCD-PSGD", 0.02)].tail
+    prob = HeterogeneousLeastSquares(32, C.P, 0.0, noise=0.5, seed=0)
+    other = C.tune_steps(
+        prob, _builders("DCD-PSGD"), np.array(grid), steps=200, replicates=2, seed=6, target=0.3
+    )["pairs"]
+    assert other[("DCD-PSGD", 0.01)].tail != alone[("DCD-PSGD", 0.01)].tail
+
+
+def test_an_extension_simulates_only_its_new_pairs(monkeypatch):
+    """Every (method, gamma) pair is simulated once, alone, however many times the grid is
+    extended: the simulate calls are exactly the pairs of the final grids."""
+    calls: list[list[str]] = []
+    simulate = C.simulate_quiet
+
+    def counting(prob, algos, **kw):
+        calls.append([a.name for a in algos])
+        return simulate(prob, algos, **kw)
+
+    monkeypatch.setattr(C, "simulate_quiet", counting)
+    tuned = _two_method_tuning(np.array([0.01, 0.02]), 5)
+    assert tuned["extensions"] >= 2
+    names = [c[0] for c in calls]
+    assert all(len(c) == 1 for c in calls) and len(set(names)) == len(names)
+    expected = {C._config_name(m, g) for m, gs in tuned["grid"].items() for g in gs}
+    assert set(names) == expected and len(tuned["pairs"]) == len(names)
+
+
+class _Scored:
+    """A stand-in problem for :func:`C.tune_steps`: initial excess risk 1 at theta = 0."""
+
+    d = 2
+
+    def errors(self, theta):
+        return {"excess_risk": 1.0}
+
+
+def _synthetic_tuning(
+    monkeypatch, tails: dict, no_gain_stop: bool, grid=(0.04, 0.08), bits: dict | None = None
+) -> dict:
+    """:func:`C.tune_steps` with each pair's tail error ``tails[label](gamma)`` (``inf``:
+    diverges) and bits to target ``bits[label](gamma)`` (default infinite: not reached)
+    instead of a simulation."""
+
+    def fake(prob, builder, label, g, *rest):
+        e = float(tails[label](g))
+        b = float(bits[label](g)) if bits else float("inf")
+        return C.PairScore(e, b, not np.isfinite(e))
+
+    monkeypatch.setattr(C, "_run_pair", fake)
+    return C.tune_steps(
+        _Scored(),
+        dict.fromkeys(tails),
+        np.array(grid),
+        steps=10,
+        replicates=1,
+        seed=0,
+        target=0.5,
+        max_extensions=8,
+        no_gain_stop=no_gain_stop,
+    )
+
+
+def test_no_gain_stop_ends_the_halving_where_no_step_lowers_the_error(monkeypatch):
+    """A method whose every step diverges above 0.015 and, below, leaves the error above its
+    initial value 1 (1 + gamma: a smaller step only lowers how far) is halved until its first
+    finite step (0.01) and no further: ``"no gain"`` below it; without the stop it is halved
+    8 times and censored there (``"cap"``). A method with an interior optimum (0.005: the
+    tail error (gamma - 0.005)^2 + 0.1) is tuned alike with and without the stop."""
+    tails = {
+        "flat": lambda g: 1.0 + g if g < 0.015 else np.inf,
+        "optimum": lambda g: (g - 0.005) ** 2 + 0.1,
+    }
+    stop = _synthetic_tuning(monkeypatch, tails, True)
+    full = _synthetic_tuning(monkeypatch, tails, False)
+    assert stop["tail"]["flat"] == (0.01, 1.01) and stop["grid"]["flat"][0] == 0.01
+    assert stop["extensions_down"] == 4  # the optimum's halvings: 0.02 ... 0.0025 (worse)
+    assert stop["below"]["tail"]["flat"] == stop["below"]["bits"]["flat"] == "no gain"
+    assert full["extensions_down"] == 8 and full["below"]["tail"]["flat"] == "cap"
+    assert full["tail"]["flat"][0] == 0.08 / 2**9
+    for rule in ("tail", "bits"):
+        assert stop[rule]["optimum"] == full[rule]["optimum"]
+        assert stop["tail"]["optimum"][0] == 0.005
+    assert set(stop["pairs"]) <= set(full["pairs"])
+
+
+def test_no_gain_stop_leaves_a_bits_choice_that_reaches_the_target_to_the_halving(monkeypatch):
+    """The stop reads the tail rule only: a method with no gain in the tail (1 + gamma) whose
+    mean curve still reaches the target (finite bits, fewer at smaller steps) keeps being
+    halved for its bits-rule choice, as without the stop, and ends at the cap there."""
+    tails = {"dip": lambda g: 1.0 + g}
+    bits = {"dip": lambda g: 1e3 * g}
+    stop = _synthetic_tuning(monkeypatch, tails, True, bits=bits)
+    full = _synthetic_tuning(monkeypatch, tails, False, bits=bits)
+    assert stop["extensions_down"] == full["extensions_down"] == 8
+    assert stop["bits"] == full["bits"] and stop["below"]["bits"]["dip"] == "cap"
+    assert stop["below"]["tail"]["dip"] == "no gain" and full["below"]["tail"]["dip"] == "cap"
+
+
+def test_consensus_parameters_are_computed_once_per_key(monkeypatch):
+    """The consensus parameters depend only on (graph, top-k fraction, d, seed): the study
+    computes them once per key (the three least-squares zeta^2 share each graph's)."""
+    M = importlib.import_module("analyses.decentralized_heterogeneous")
+    keys = []
+
+    def fake(topo, comp, d, seed):
+        keys.append((topo.name, comp.name, d, seed))
+        return 0.5, 0.25
+
+    monkeypatch.setattr(C, "consensus_params", fake)
+    M.consensus_params.cache_clear()
+    try:
+        for kind in ("ring", "torus", "ring", "ring", "torus"):
+            assert M.consensus_params(kind, 32) == (0.5, 0.25)
+        M.consensus_params("ring", 30)
+    finally:
+        M.consensus_params.cache_clear()
+    assert len(keys) == len(set(keys)) == 3
