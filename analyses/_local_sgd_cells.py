@@ -22,24 +22,28 @@ Error: ``||theta_bar - theta*||^2_{H*}`` of the Polyak-Ruppert average over step
 replicates with the paired delta-method standard error
 ``se = sqrt(Var(e_r - ratio e_MBA,r) / R) / mean(e_MBA)``.
 
-Replicates by precision (logistic cells): a pilot of ``Cell.replicates`` replicates gives each
-ratio's relative standard error ``se / ratio``; the cell is then topped up (one more
-:func:`convkit.simulate` call per stage, each on its own seed, all schedules on common random
-numbers again) to ``R = ceil(1.2 R_now (max rel. se / PRECISION)^2)`` replicates, where the
-maximum runs over every ratio a verdict can read (``ratio_to_mba`` of every schedule,
-``ratio_to_even`` of the families and ``best``), capped at ``Cell.max_replicates`` (the
-gradient budget :data:`REPLICATE_BUDGET` per schedule); at most :data:`TOP_UP_STAGES` stages,
-stopping as soon as every ratio meets :data:`PRECISION` (one stage often lands just above it:
-heavy-tailed errors make the pilot's SE an underestimate).  A ratio whose final ``se / ratio``
-is still above :data:`PRECISION` is *imprecise* (:func:`precise`) and the analyses give it no
-verdict.  The reported standard errors are those of the final sample; with at most three looks
-the optional-stopping effect on their coverage is small, and it is on the side of a few more
-replicates, never of fewer.
+Replicates by precision (logistic cells): a pilot of ``Cell.replicates`` replicates with every
+schedule gives each ratio's relative standard error ``se / ratio``; then at most
+:data:`TOP_UP_STAGES` top-ups, each one :func:`convkit.simulate` call on its own seed with only
+the schedule groups (:func:`top_up_groups`: a schedule with MBA and the partners its ratios
+are paired with) that hold a ratio less precise than :data:`PRECISION`, to ``R = ceil(1.2 R_now
+(max rel. se / PRECISION)^2)`` over those ratios, capped at ``Cell.max_replicates`` (the
+gradient budget :data:`REPLICATE_BUDGET` per schedule).  A ratio whose SE would stay above
+``sqrt(FUTILITY) PRECISION`` even at the cap (:func:`futile`) asks for no top-up: it would end
+imprecise anyway.  Per-replicate errors of an algorithm do not depend on the other algorithms of
+a call, so a schedule's numbers are those a call with every schedule would give it at the same
+stages.  A ratio whose final ``se / ratio`` is still above :data:`PRECISION` is *imprecise*
+(:func:`precise`) and the analyses give it no verdict.  The reported standard errors are those
+of the final sample; with at most three looks the optional-stopping effect on their coverage is
+small, and it is on the side of a few more replicates, never of fewer.  Rows are built by
+:mod:`analyses._local_sgd_rows` (one builder for exact and Monte Carlo cells).
 
 Cells are cached on disk (``.convkit-cache/local_sgd_cells/`` of the repository, or
-``$CONVKIT_CELL_CACHE``) under a digest of their settings and :data:`CACHE_VERSION`, so that
-the analyses that read the same cells simulate them once; the numbers do not depend on the
-cache (fixed seeds, from the settings and :data:`SEED_VERSION` only).
+``$CONVKIT_CELL_CACHE``) under a digest of their settings, the top-up rule and
+:data:`CACHE_VERSION`, each entry with a record of its cell and the digest of its bytes
+(:func:`read_cached`: a damaged or stale entry is recomputed, never read), so that the analyses
+that read the same cells simulate them once; the numbers do not depend on the cache (fixed
+seeds, from the settings and :data:`SEED_VERSION` only).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -57,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 import convkit as ck
-from convkit.checks import paired_ratio
+from analyses._local_sgd_rows import ExactErrors, StagedErrors, cell_rows
 
 #: Columns of ``figures/local_sgd_large_steps.csv`` (exactly these, in this order).
 COLUMNS = [
@@ -88,9 +93,10 @@ LS_POWERS = tuple(float(p) for p in np.arange(0.5, 6.01, 0.5))
 SEED_VERSION = 2
 #: part of the cache file names only: raised when an engine changes the numbers at rounding
 #: level (3: the logistic kernels' vectorized ``exp`` and workers' sum; 4: exactly ``N``
-#: distinct rounds per family, replicates by precision), so that no cached cell of an older
+#: distinct rounds per family, replicates by precision; 5: top-ups per schedule group with the
+#: futility rule, verified entries), so that no cached cell of an older
 #: engine is read
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 SCHEDULES = ("mba", "osa", "even", "quadratic", "geometric", "drift_clock", "best")
 #: Target precision of every ratio that carries a verdict: paired SE <= 3 % of the ratio.
 PRECISION = 0.03
@@ -102,6 +108,9 @@ MAX_REPLICATES = 8192
 TOP_UP_SAFETY = 1.2
 #: Most top-up stages of a cell.
 TOP_UP_STAGES = 3
+#: A ratio is not topped up when the cap would leave its SE above ``sqrt(FUTILITY)
+#: PRECISION`` (:func:`futile`).
+FUTILITY = 2.0
 
 
 @dataclass(frozen=True)
@@ -160,7 +169,7 @@ class Cell:
         """Name of the cell's cache file: :meth:`key`, the top-up rule (cap,
         :data:`PRECISION`, :data:`TOP_UP_SAFETY`, :data:`TOP_UP_STAGES`) and
         :data:`CACHE_VERSION`."""
-        rule = f"{self.max_replicates}:{PRECISION}:{TOP_UP_SAFETY}:{TOP_UP_STAGES}"
+        rule = f"{self.max_replicates}:{PRECISION}:{TOP_UP_SAFETY}:{TOP_UP_STAGES}:{FUTILITY}"
         tag = hashlib.sha256(rule.encode()).hexdigest()[:6]
         return f"{self.key()}-{tag}-c{CACHE_VERSION}"
 
@@ -345,37 +354,7 @@ def configurations(cell: Cell, prob: Any, step: Any, theta0: np.ndarray) -> list
     return cfg
 
 
-def _rounds(comm: Any, n: int) -> int:
-    return int(comm.rounds(n))
-
-
-# ------------------------------------------------------------------------------ statistics
-def _mean_se(e: np.ndarray) -> tuple[float, float]:
-    R = e.shape[-1]
-    return float(e.mean()), float(e.std(ddof=1) / math.sqrt(R)) if R > 1 else math.nan
-
-
 # ------------------------------------------------------------------------------ engines
-def _row(cell: Cell, schedule: str, N: int, rounds: int, R: int, **v: float) -> dict[str, Any]:
-    return dict(
-        problem=cell.problem,
-        d=cell.d,
-        spectrum=cell.spectrum,
-        start=cell.start,
-        theta_norm=float(cell.theta_norm),
-        CL=float(cell.CL),
-        alpha=float(cell.alpha),
-        T=int(cell.T),
-        P=int(cell.P),
-        n=int(cell.n),
-        schedule=schedule,
-        N=int(N),
-        rounds=int(rounds),
-        replicates=int(R),
-        **v,
-    )
-
-
 def _algorithms(cell: Cell, step: Any, cfg: list[dict[str, Any]]) -> list[Any]:
     """The algorithms of a cell's configurations (MBA, or Local-SGD with the configured
     communication schedule), labelled as the configurations."""
@@ -426,11 +405,42 @@ def precise(ratio: Any, se: Any) -> Any:
     return np.isfinite(se) & (se <= PRECISION * ratio)
 
 
-def required_replicates(rows: pd.DataFrame, R: int) -> int:
-    """Replicates for every ratio of the cell to reach :data:`PRECISION` (``se`` scales as
-    ``R^(-1/2)``): ``ceil(TOP_UP_SAFETY R (max se/ratio / PRECISION)^2)``."""
-    rel = float(np.nanmax(relative_se(rows).to_numpy(float), initial=0.0))
-    return int(math.ceil(TOP_UP_SAFETY * R * (rel / PRECISION) ** 2))
+def top_up_groups(cfg: list[dict[str, Any]]) -> tuple[list[tuple[int, ...]], dict[int, int]]:
+    """The configurations topped up together, and each configuration's own group.
+
+    Groups (MBA, index 0, first in each: every ratio is paired with it): at each family
+    budget ``N`` of :data:`FAMILY_N` the powers with ``even:N`` (``best`` is chosen among
+    them and reported against ``even:N`` on their common replicates: a ``best`` row's group
+    is ``even:N``'s), and each other family with ``even:N`` (its ``ratio_to_even``); every
+    other configuration (OSA, the even budgets of :func:`even_grid`) with MBA alone.
+    Returns ``(groups, home)``, ``home[k]`` the index of configuration ``k``'s own group."""
+    labels = [c["label"] for c in cfg]
+    keyed: dict[Any, tuple[int, ...]] = {}
+    key_of: dict[int, Any] = {}
+    for k, c in enumerate(cfg):
+        if c["schedule"] == "mba":
+            continue
+        family = c["N"] in FAMILY_N and c["schedule"] != "osa"
+        if family and np.isfinite(c["p"]):  # even:N and the powers
+            key_of[k] = ("powers", c["N"])
+            keyed[key_of[k]] = keyed.get(key_of[k], ()) + (k,)
+        elif family:
+            key_of[k] = ("family", k)
+            keyed[key_of[k]] = (labels.index(f"even:{c['N']}"), k)
+        else:
+            key_of[k] = ("alone", k)
+            keyed[key_of[k]] = (k,)
+    order = list(keyed)
+    return [(0, *keyed[key]) for key in order], {k: order.index(v) for k, v in key_of.items()}
+
+
+def futile(relative: float, R: int, cap: int) -> bool:
+    """Whether a ratio cannot be made precise within the cap: its relative standard error
+    ``relative`` on ``R`` replicates, scaled by ``R^(-1/2)`` to the cap, would stay above
+    ``sqrt(FUTILITY) PRECISION`` (with :data:`FUTILITY` = 2, above 4.2 %).  The factor
+    keeps the ratios whose estimated SE is high by chance: heavy tails make the estimate an
+    underestimate more often than not, so what the rule declares futile mostly is."""
+    return R * (relative / PRECISION) ** 2 > FUTILITY * cap
 
 
 def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
@@ -440,101 +450,60 @@ def logistic_cell(cell: Cell, threads: int | None = None) -> pd.DataFrame:
     at each family budget ``N``: the power ``p`` in :data:`BEST_POWERS` with the smallest mean
     error on the even-numbered replicates, reported (``err``, ratios) on the odd-numbered
     replicates only, so that the selection does not bias the reported error; its ``replicates``
-    is the held-out count and ``p`` the chosen power.  Replicates by precision (module
-    docstring): a pilot of ``cell.replicates``, then up to :data:`TOP_UP_STAGES` top-ups to
-    :func:`required_replicates` (at most ``cell.max_replicates``) while some ratio is less
-    precise than :data:`PRECISION`.  Replicates with a non-finite error are dropped (the
-    ``replicates`` column counts the rest).  ``threads``: :func:`convkit.simulate`'s (all cores
-    by default; the values do not depend on it)."""
+    is the held-out count and ``p`` the chosen power.
+
+    Replicates by precision, per schedule (module docstring): a pilot of ``cell.replicates``
+    with every configuration; then at most :data:`TOP_UP_STAGES` top-ups, each one
+    :func:`convkit.simulate` call on its own seed with only the groups
+    (:func:`top_up_groups`) that hold a ratio still less precise than :data:`PRECISION` and
+    not :func:`futile`, to ``R = ceil(TOP_UP_SAFETY R_now (max rel. se / PRECISION)^2)``
+    over those ratios, at most ``cell.max_replicates``.  Every configuration's
+    ``replicates`` counts its own sample.  Replicates with a non-finite error are dropped
+    (per stage, for its members).  ``threads``: :func:`convkit.simulate`'s (all cores by
+    default; the values do not depend on it)."""
     prob, C, theta0 = problem_of(cell)
     step = ck.PolyDecay(C=C, alpha=cell.alpha)
     cfg = configurations(cell, prob, step, theta0)
     algs = _algorithms(cell, step, cfg)
-    E = _final_errors(cell, prob, algs, theta0, cell.replicates, cell.seed(), threads)
-    rows = _logistic_rows(cell, cfg, E)
+    everyone = tuple(range(len(cfg)))
+    errors = StagedErrors(len(cfg))
+    pilot = _final_errors(cell, prob, algs, theta0, cell.replicates, cell.seed(), threads)
+    errors.add(everyone, pilot)
+    rows = cell_rows(cell, cfg, errors, FAMILY_N)
+    groups, home = top_up_groups(cfg)
+    labels = [c["label"] for c in cfg]
+    cap = cell.max_replicates
     for stage in range(1, TOP_UP_STAGES + 1):
-        R = E.shape[1]
-        extra = min(required_replicates(rows, R), cell.max_replicates) - R
-        if extra <= 0 or not (relative_se(rows) > PRECISION).any():
+        rel = relative_se(rows).to_numpy(float)
+        need: dict[int, int] = {}
+        for i, r in enumerate(rel):
+            # a ``best`` row belongs to the powers' group of its N; its held-out half scales
+            # with the powers' common sample
+            if not r > PRECISION:
+                continue
+            g = home[i if i < len(cfg) else labels.index(f"even:{int(rows.N.iloc[i])}")]
+            n_k = errors.count(*(groups[g][1:] if i >= len(cfg) else (i,)))
+            if not r > PRECISION or futile(r, n_k, cap) or n_k >= cap:
+                continue
+            target = int(math.ceil(TOP_UP_SAFETY * n_k * (r / PRECISION) ** 2))
+            need[g] = max(need.get(g, 0), min(target, cap) - n_k)
+        if not need:
             break
-        top = _final_errors(cell, prob, algs, theta0, extra, cell.top_up_seed(stage), threads)
-        E = np.concatenate([E, top], axis=1)
-        rows = _logistic_rows(cell, cfg, E)
+        extra = max(need.values())
+        members = tuple(sorted({m for g in need for m in groups[g]}))
+        top = _final_errors(
+            cell, prob, [algs[m] for m in members], theta0, extra, cell.top_up_seed(stage), threads
+        )
+        errors.add(members, top)
+        rows = cell_rows(cell, cfg, errors, FAMILY_N)
     return rows
 
 
-def _logistic_rows(cell: Cell, cfg: list[dict[str, Any]], E: np.ndarray) -> pd.DataFrame:
-    """Rows of a logistic cell from its final errors ``E`` (configuration, replicate)."""
-    E = E[:, np.all(np.isfinite(E), axis=0)]
-    R = E.shape[1]
-    base = E[0]
-    rows = []
-    for c, e in zip(cfg, E, strict=True):
-        m, s = _mean_se(e)
-        r, rs = (1.0, 0.0) if c["schedule"] == "mba" else paired_ratio(e, base, single="nan")
-        rows.append(
-            _row(
-                cell,
-                c["schedule"],
-                c["N"],
-                _rounds(c["comm"], cell.n),
-                R,
-                err=m,
-                err_se=s,
-                ratio_to_mba=r,
-                ratio_se=rs,
-                p=c["p"],
-                ratio_to_even=np.nan,
-                ratio_to_even_se=np.nan,
-            )
-        )
-    labels = [c["label"] for c in cfg]
-    sel, held = np.arange(0, R, 2), np.arange(1, R, 2)
-    for N in FAMILY_N:
-        if f"even:{N}" not in labels:
-            continue
-        cand = [i for i, c in enumerate(cfg) if c["N"] == N and np.isfinite(c["p"])]
-        i = min(cand, key=lambda k: E[k, sel].mean())
-        e, b, ev = E[i, held], base[held], E[labels.index(f"even:{N}"), held]
-        m, s = _mean_se(e)
-        r, rs = paired_ratio(e, b, single="nan")
-        re, res_ = paired_ratio(e, ev, single="nan")
-        rows.append(
-            _row(
-                cell,
-                "best",
-                N,
-                _rounds(cfg[i]["comm"], cell.n),
-                held.size,
-                err=m,
-                err_se=s,
-                ratio_to_mba=r,
-                ratio_se=rs,
-                p=cfg[i]["p"],
-                ratio_to_even=re,
-                ratio_to_even_se=res_,
-            )
-        )
-    out = pd.DataFrame(rows)
-    _add_ratio_to_even(out, E, cfg)
-    return out
-
-
-def _add_ratio_to_even(out: pd.DataFrame, E: np.ndarray, cfg: list[dict[str, Any]]) -> None:
-    """Paired ratio of every family configuration to even spacing at the same ``N``."""
-    labels = [c["label"] for c in cfg]
-    for k, c in enumerate(cfg):
-        if c["schedule"] in ("mba", "osa", "even") or f"even:{c['N']}" not in labels:
-            continue
-        j = labels.index(f"even:{c['N']}")
-        r, s = paired_ratio(E[k], E[j], single="nan") if E is not None else (math.nan, math.nan)
-        out.loc[k, ["ratio_to_even", "ratio_to_even_se"]] = [r, s]
-
-
 def least_squares_cell(cell: Cell) -> pd.DataFrame:
-    """Exact errors of one least-squares cell (:func:`convkit.exact.expected_error`); ``best`` is
-    the power ``p`` of :data:`LS_POWERS` with the smallest exact error (no selection bias:
-    the errors are exact).  ``replicates = 0`` and ``err_se = ratio_se = 0``."""
+    """Exact errors of one least-squares cell (:func:`convkit.exact.expected_error`), through
+    the row builder of the Monte Carlo cells (:func:`cell_rows` on :class:`ExactErrors`):
+    ``best`` is the power ``p`` of :data:`LS_POWERS` with the smallest exact error (no
+    selection bias: the errors are exact); ``replicates = 0`` and every SE 0."""
     prob, C, theta0 = problem_of(cell)
     step = ck.PolyDecay(C=C, alpha=cell.alpha)
     cfg = configurations(cell, prob, step, theta0)
@@ -544,56 +513,7 @@ def least_squares_cell(cell: Cell) -> pd.DataFrame:
     res = expected_error(prob, algs, steps=cell.n, theta0=theta0, n_record=1)
     fin = res.final("hnorm2", "avg").set_index("config")
     err = np.array([float(fin.loc[c["label"], "mean"]) for c in cfg])
-    rows = []
-    for c, e in zip(cfg, err, strict=True):
-        rows.append(
-            _row(
-                cell,
-                c["schedule"],
-                c["N"],
-                _rounds(c["comm"], cell.n),
-                0,
-                err=float(e),
-                err_se=0.0,
-                ratio_to_mba=float(e / err[0]),
-                ratio_se=0.0,
-                p=c["p"],
-                ratio_to_even=np.nan,
-                ratio_to_even_se=np.nan,
-            )
-        )
-    labels = [c["label"] for c in cfg]
-    for N in FAMILY_N:
-        if f"even:{N}" not in labels:
-            continue
-        cand = [i for i, c in enumerate(cfg) if c["N"] == N and np.isfinite(c["p"])]
-        i = min(cand, key=lambda k: err[k])
-        ev = err[labels.index(f"even:{N}")]
-        rows.append(
-            _row(
-                cell,
-                "best",
-                N,
-                _rounds(cfg[i]["comm"], cell.n),
-                0,
-                err=float(err[i]),
-                err_se=0.0,
-                ratio_to_mba=float(err[i] / err[0]),
-                ratio_se=0.0,
-                p=cfg[i]["p"],
-                ratio_to_even=float(err[i] / ev),
-                ratio_to_even_se=0.0,
-            )
-        )
-    out = pd.DataFrame(rows)
-    for k, c in enumerate(cfg):
-        if c["schedule"] in ("mba", "osa", "even") or f"even:{c['N']}" not in labels:
-            continue
-        out.loc[k, ["ratio_to_even", "ratio_to_even_se"]] = [
-            float(err[k] / err[labels.index(f"even:{c['N']}")]),
-            0.0,
-        ]
-    return out
+    return cell_rows(cell, cfg, ExactErrors(err), FAMILY_N)
 
 
 # ------------------------------------------------------------------------------ design
@@ -752,21 +672,61 @@ def cache_dir() -> Path:
     return Path(__file__).resolve().parents[1] / ".convkit-cache" / "local_sgd_cells"
 
 
+def _digest(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()
+
+
+def read_cached(cell: Cell) -> pd.DataFrame | None:
+    """The cell's cached rows, or ``None`` when the entry is missing, damaged or stale.
+
+    An entry is ``<cache_key>.csv`` with its record ``<cache_key>.json`` (the cell's settings,
+    :data:`CACHE_VERSION` and the SHA-256 of the CSV's bytes, written after the CSV).  It is
+    read only when the record names this cell and version and the CSV's digest matches;
+    otherwise a :class:`UserWarning` names the file and the entry is recomputed (a CSV cut
+    short by a kill, edited by hand, or written by another engine version is never read)."""
+    path = cache_dir() / f"{cell.cache_key()}.csv"
+    record = path.with_suffix(".json")
+    if not path.exists():
+        return None
+    why = None
+    try:
+        meta = json.loads(record.read_text())
+        blob = path.read_bytes()
+        if meta.get("cell") != asdict(cell) or meta.get("cache_version") != CACHE_VERSION:
+            why = "its record names another cell or cache version"
+        elif meta.get("sha256") != _digest(blob):
+            why = "its bytes do not match the digest in its record"
+    except (OSError, ValueError) as err:
+        why = f"its record is missing or unreadable ({type(err).__name__})"
+    if why is not None:
+        warnings.warn(f"cell cache entry {path} is not used: {why}; recomputing", stacklevel=2)
+        return None
+    return pd.read_csv(path)
+
+
+def write_cached(cell: Cell, rows: pd.DataFrame) -> None:
+    """Write the cell's rows and their record (:func:`read_cached`), each atomically."""
+    path = cache_dir() / f"{cell.cache_key()}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blob = rows.to_csv(index=False).encode()
+    meta = dict(cell=asdict(cell), cache_version=CACHE_VERSION, sha256=_digest(blob))
+    for target, data in ((path, blob), (path.with_suffix(".json"), json.dumps(meta).encode())):
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+
+
 def cell_frame(cell: Cell, threads: int | None = None, use_cache: bool = True) -> pd.DataFrame:
     """All rows of one cell (see :func:`logistic_cell`, :func:`least_squares_cell`), from the
-    cache when present."""
-    path = cache_dir() / f"{cell.cache_key()}.csv"
-    if use_cache and path.exists():
-        return pd.read_csv(path)
+    cache when a verified entry is there (:func:`read_cached`)."""
+    if use_cache and (cached := read_cached(cell)) is not None:
+        return cached
     if cell.problem == "logistic":
         out = logistic_cell(cell, threads=threads)
     else:
         out = least_squares_cell(cell)
     if use_cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        out.to_csv(tmp, index=False)
-        tmp.replace(path)
+        write_cached(cell, out)
     return out
 
 

@@ -8,13 +8,31 @@ error bars, legends outside the axes."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from analyses import _local_sgd_stats as st
 from convkit import plotting as cp
+
+
+@dataclass(frozen=True)
+class StudyTables:
+    """The tables of the large-step study that its figures draw, handed over by
+    ``analyses.local_sgd_large_steps.plot`` (so that the figures do not import the study):
+    the OSA rows, the joint and window fits of the OSA gap, the ``N*`` table, the
+    ``sqrt(P T)`` table and the grid's number notation."""
+
+    osa_table: Callable[[pd.DataFrame], pd.DataFrame]
+    ratio_fit: Callable[[pd.DataFrame, float], dict[str, Any]]
+    window_fit: Callable[..., Any]
+    nstar: Callable[[pd.DataFrame], pd.DataFrame]
+    sqrt_pt_table: Callable[[pd.DataFrame], pd.DataFrame]
+    sci: Callable[[float], str]
 
 
 def _plt():
@@ -76,22 +94,20 @@ def _hollow(ax, x, y, color, marker: str = "o") -> None:
     ax.plot(x, y, marker, mfc="white", mec=color, ms=5, linestyle="none", zorder=5)
 
 
-def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
+def plot_osa_gap(df: pd.DataFrame, path: Path, tables: StudyTables) -> Path:
     """``err(OSA)/err(MBA) - 1`` against ``T`` (one panel per alpha, a line per ``P``) and
     against ``P`` at each ``T`` for alpha = 0.75, with the model slopes dashed through
     the fit over the window where a power law fits (shaded;
     :func:`analyses.local_sgd_large_steps.window_fit`, precise cells only); imprecise cells
     (paired SE above 3 % of the ratio) white-filled."""
-    from analyses.local_sgd_large_steps import _sci, osa_table, ratio_fit, window_fit
-
     plt = _plt()
-    o = osa_table(df)
+    o = tables.osa_table(df)
     alphas = sorted(o.alpha.unique())
     fig, axes = _grid_axes(plt, len(alphas) + 1, 4.6, 4.4)
     Ps = sorted(o.P.unique())
     for ax, a in zip(axes, alphas, strict=False):
         g0 = o[o.alpha == a]
-        f = ratio_fit(df, a)
+        f = tables.ratio_fit(df, a)
         for P in Ps:
             g = g0[g0.P == P].sort_values("T")
             if g.empty:
@@ -108,7 +124,7 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
             gb = g[~g.precise]
             _hollow(ax, gb["T"], gb.ratio_to_mba - 1, p_color(P, Ps))
         m = _model(a)
-        found = window_fit(g0[g0.precise], "ratio_to_mba")
+        found = tables.window_fit(g0[g0.precise], "ratio_to_mba")
         whole = f"all T: chi2/dof {f['chi2_dof']:.1f}" + ("" if f["adequate"] else ", no power law")
         if found is not None:
             t_min, fw = found
@@ -125,7 +141,7 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
                 label="model slope 1 - 2 alpha",
             )
             ttl = (
-                f"alpha={a}: fit over T>={_sci(t_min)}\nT^{fw['slopes']['T']:.2f} "
+                f"alpha={a}: fit over T>={tables.sci(t_min)}\nT^{fw['slopes']['T']:.2f} "
                 f"P^{fw['slopes']['P']:.2f} (model T^{m['ratio_T']:.2f} P^{m['ratio_P']:.2f})"
                 f"\n{whole}"
             )
@@ -156,7 +172,7 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
         gb = g[~g.precise]
         _hollow(ax, gb.P, gb.ratio_to_mba - 1, t_color(T, Ts), "s")
     m = _model(a)
-    found = window_fit(g0[g0.precise], "ratio_to_mba")
+    found = tables.window_fit(g0[g0.precise], "ratio_to_mba")
     if found is not None:
         t_min, f = found
         gw = g0[g0["T"] >= t_min]
@@ -194,14 +210,12 @@ def plot_osa_gap(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def plot_nstar(df: pd.DataFrame, path: Path) -> Path:
+def plot_nstar(df: pd.DataFrame, path: Path, tables: StudyTables) -> Path:
     """``N*(eps)`` against ``T`` per alpha (rows: eps), a colour per ``P``; interior cells with
     95 % bootstrap intervals, capped cells as open markers at their bound ``n``; ``sqrt(P T)``
     dashed black (the reading under test), ``n = T/P`` grey dotted."""
-    from analyses.local_sgd_large_steps import nstar
-
     plt = _plt()
-    nt = nstar(df)
+    nt = tables.nstar(df)
     alphas = sorted(nt.alpha.unique())
     fig, axes = plt.subplots(
         len(st.EPS), len(alphas), figsize=(4.3 * len(alphas), 7.6), squeeze=False
@@ -277,14 +291,12 @@ def plot_nstar(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def plot_sqrt_pt(df: pd.DataFrame, path: Path) -> Path:
+def plot_sqrt_pt(df: pd.DataFrame, path: Path, tables: StudyTables) -> Path:
     """Left: ``err(ceil(sqrt(P T)))/err(MBA)`` against ``T`` (alpha = 0.75, a colour per
     ``P``, capped cells omitted).  Right: ``err(OSA)/err(MBA)`` of least squares (exact)
     against logistic regression (alpha = 0.75, P = 16 and P = 4)."""
-    from analyses.local_sgd_large_steps import osa_table, sqrt_pt_table
-
     plt = _plt()
-    sq = sqrt_pt_table(df)
+    sq = tables.sqrt_pt_table(df)
     alphas = sorted(sq.alpha.unique())
     fig, axes = _grid_axes(plt, len(alphas) + 1, 4.6, 4.4)
     Ps = sorted(sq.P.unique())
@@ -307,7 +319,7 @@ def plot_sqrt_pt(df: pd.DataFrame, path: Path) -> Path:
         )
     cp.legend_outside(axes[len(alphas) - 1], where="right")
     ax = axes[-1]
-    o = osa_table(df)
+    o = tables.osa_table(df)
     ls = df[(df.problem == "least_squares") & (df.schedule == "osa")]
     for P, mk in ((4, "o"), (16, "s")):
         g = o[(o.alpha == 0.75) & (o.P == P)].sort_values("T")

@@ -30,9 +30,10 @@ Reported (checks and figures, all from the CSV):
 * ``err(N = ceil(sqrt(P T)))/err(MBA)``: do ``sqrt(P T)`` rounds suffice?
 
 Replicates by precision (``analyses/_local_sgd_cells.py``): a pilot of 512 (``T <= 3e3``), 256
-(``1e4 <= T <= 3e4``), 128 (``1e5``) or 64 (``T >= 3e5``) replicates, then one top-up to the
-replicates that bring every ratio of the cell to a paired SE of 3 % of the ratio, at most
-``min(8192, 1.28e8 / T)`` (128 at ``T = 1e6``).  A ratio still above 3 % carries no verdict: such
+(``1e4 <= T <= 3e4``), 128 (``1e5``) or 64 (``T >= 3e5``) replicates, then up to three top-ups
+of the schedules whose ratio is above a paired SE of 3 % of the ratio (with MBA and their
+partners), to the replicates that bring it there, at most ``min(8192, 1.28e8 / T)`` (128 at
+``T = 1e6``); a ratio the cap cannot bring below 4.2 % gets none.  A ratio still above 3 % carries no verdict: such
 OSA cells are left out of the fits and counted, a ``sqrt(P T)`` cell is ``imprecise``, and an
 ``N*`` whose bracketing points are imprecise has status ``imprecise``.
 """
@@ -663,10 +664,11 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    tables = lp.StudyTables(osa_table, ratio_fit, window_fit, nstar, sqrt_pt_table, _sci)
     return [
-        lp.plot_osa_gap(df, outdir / "local_sgd_large_steps_gap.png"),
-        lp.plot_nstar(df, outdir / "local_sgd_large_steps_nstar.png"),
-        lp.plot_sqrt_pt(df, outdir / "local_sgd_large_steps_sqrtpt.png"),
+        lp.plot_osa_gap(df, outdir / "local_sgd_large_steps_gap.png", tables),
+        lp.plot_nstar(df, outdir / "local_sgd_large_steps_nstar.png", tables),
+        lp.plot_sqrt_pt(df, outdir / "local_sgd_large_steps_sqrtpt.png", tables),
     ]
 
 

@@ -149,12 +149,12 @@ def test_validate_row_checks_the_result_against_what_the_check_covers():
 # ============================================================================ paired_ratio
 def test_one_paired_ratio():
     """``paired_ratio`` is one function: the statistics module's, re-exported by the
-    schedule search and used by the Local-SGD cells."""
+    schedule search and used by the Local-SGD cells' row builder."""
     from convkit import checks, schedule_search
 
     sys.path.insert(0, str(ROOT))
     try:
-        from analyses import _local_sgd_cells as cells
+        from analyses import _local_sgd_rows as cells
     finally:
         sys.path.remove(str(ROOT))
     assert schedule_search.paired_ratio is checks.paired_ratio

@@ -15,10 +15,12 @@ import pytest
 
 import convkit as ck
 from analyses import _local_sgd_cells as cells
+from analyses import _local_sgd_rows as cell_rows
 from analyses import _local_sgd_stats as st
 from analyses import local_sgd_large_steps as ls
 from analyses import local_sgd_schedules as sch
 from analyses import local_sgd_variations as var
+from convkit.checks import paired_ratio
 from convkit.verdicts import VERDICTS
 
 FULL = os.environ.get("CONVKIT_FULL") == "1"
@@ -95,27 +97,18 @@ def test_distinct_positions_rule():
         cells.distinct_positions(np.array([1, 2, 3, 3]), 3)
 
 
-def test_precision_rule_and_top_up(monkeypatch):
-    """``precise``: se <= 3 % of the ratio; ``required_replicates`` from the SE scaling
-    R^(-1/2); a logistic cell whose pilot misses the target is topped up (more replicates, at
-    most the cap), and with no cap it keeps its pilot."""
+def test_precision_rule_and_top_up():
+    """``precise``: se <= 3 % of the ratio; ``futile``: the cap would leave the SE above
+    sqrt(2) x 3 %; a logistic cell whose pilot misses the target is topped up per group (more
+    replicates, at most the cap), and with no cap it keeps its pilot."""
     assert cells.precise([1.0, 1.0, 2.0, 1.0], [0.03, 0.0301, 0.05, np.nan]).tolist() == [
         True,
         False,
         True,
         False,
     ]
-    rows = pd.DataFrame(
-        dict(
-            schedule=["mba", "osa", "best"],
-            ratio_to_mba=[1.0, 2.0, 1.1],
-            ratio_se=[0.0, 0.12, 0.011],
-            ratio_to_even=[np.nan, np.nan, 0.9],
-            ratio_to_even_se=[np.nan, np.nan, 0.009],
-        )
-    )
-    # worst relative SE 0.06 = 2 x target: 1.2 * 64 * 4 = 307.2 -> 308
-    assert cells.required_replicates(rows, 64) == 308
+    # 0.06 on 64 replicates: 0.03 needs 256; futile only when 256 > 2 x cap
+    assert cells.futile(0.06, 64, 127) and not cells.futile(0.06, 64, 128)
     pilot = cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32)
     topped = cells.Cell(
         "logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32, max_replicates=160
@@ -123,15 +116,57 @@ def test_precision_rule_and_top_up(monkeypatch):
     assert pilot.seed() == topped.seed() and pilot.cache_key() != topped.cache_key()
     a, b = cells.logistic_cell(pilot, threads=1), cells.logistic_cell(topped, threads=1)
     assert (a.replicates[a.schedule != "best"] == 32).all()
-    R = int(b.replicates[b.schedule == "mba"].iloc[0])
-    need = cells.required_replicates(a, 32)
-    # the pilot at T = 1e3, P = 8 is far from 3 %: the first stage reaches what the pilot asks
-    # for, later stages (at most TOP_UP_STAGES in all) only add while some ratio is above 3 %
-    assert min(need, 160) <= R <= 160 and R > 32
-    assert R == 160 or not (cells.relative_se(b) > cells.PRECISION).any()
-    assert cells.relative_se(b).max() < cells.relative_se(a).max()
+    R = b.replicates[b.schedule != "best"]
+    assert R.max() <= 160 and R.min() >= 32 and R.max() > 32
+    assert R[b.schedule == "mba"].iloc[0] == R.max()  # MBA takes part in every top-up
+    # every ratio ends precise, futile or at the cap
+    rel = cells.relative_se(b)
+    done = (rel <= cells.PRECISION) | (b.schedule == "mba") | (b.replicates >= 80)
+    done |= np.array([cells.futile(r, n, 160) for r, n in zip(rel, b.replicates, strict=True)])
+    assert done.all()
+    more = (b.replicates > a.replicates) & (b.schedule != "best")
+    assert cells.relative_se(b)[more].mean() < cells.relative_se(a)[more].mean()
     with pytest.raises(ValueError, match="max_replicates = 16"):
         cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32, max_replicates=16)
+
+
+def test_group_top_ups_give_the_numbers_of_all_schedule_calls(monkeypatch):
+    """Per-replicate errors do not depend on the other algorithms of a call: a schedule
+    topped up in every stage has, bit for bit, the numbers that calls simulating every
+    schedule at the same stage seeds and sizes give it, and a schedule left at its pilot
+    has the pilot's numbers; at least one stage leaves some schedules out."""
+    cell = cells.Cell(
+        "logistic", 2, "flat", 1.0, 2.0, 0.75, 3000, 4, replicates=256, max_replicates=2048
+    )
+    prob, C, theta0 = cells.problem_of(cell)
+    cfg = cells.configurations(cell, prob, ck.PolyDecay(C=C, alpha=cell.alpha), theta0)
+    algs = cells._algorithms(cell, ck.PolyDecay(C=C, alpha=cell.alpha), cfg)
+    calls, real = [], cells._final_errors
+
+    def spy(cell_, prob_, algs_, theta0_, R, seed, threads):
+        calls.append(({a.name for a in algs_}, R, seed))
+        return real(cell_, prob_, algs_, theta0_, R, seed, threads)
+
+    monkeypatch.setattr(cells, "_final_errors", spy)
+    rows = cells.logistic_cell(cell, threads=1)
+    assert len(calls) > 1 and any(len(names) < len(cfg) for names, _, _ in calls[1:])
+    everyone = tuple(range(len(cfg)))
+    full, pilot = cell_rows.StagedErrors(len(cfg)), cell_rows.StagedErrors(len(cfg))
+    for i, (_, R, seed) in enumerate(calls):
+        E = real(cell, prob, algs, theta0, R, seed, 1)
+        full.add(everyone, E)
+        if i == 0:
+            pilot.add(everyone, E)
+    seen = set()
+    for k, c in enumerate(cfg[1:], start=1):
+        took = [c["label"] in names for names, _, _ in calls]
+        ref = full if all(took) else pilot if not any(took[1:]) else None
+        if ref is None:
+            continue
+        seen.add(ref is full)
+        assert (rows.err.iloc[k], rows.err_se.iloc[k]) == ref.mean_se(k)
+        assert (rows.ratio_to_mba.iloc[k], rows.ratio_se.iloc[k]) == ref.ratio(k, 0)
+    assert seen == {True, False}  # both kinds occur in this cell
 
 
 def test_even_grid_and_cell_validation():
@@ -151,12 +186,12 @@ def test_even_grid_and_cell_validation():
 def test_paired_ratio_delta_method_exact_cases():
     rng = np.random.default_rng(0)
     b = rng.exponential(size=1000)
-    r, s = cells.paired_ratio(b, b)
+    r, s = paired_ratio(b, b)
     assert r == 1.0 and s == pytest.approx(0.0, abs=1e-15)
-    r, s = cells.paired_ratio(3.0 * b, b)  # exactly proportional: ratio 3, zero paired SE
+    r, s = paired_ratio(3.0 * b, b)  # exactly proportional: ratio 3, zero paired SE
     assert r == pytest.approx(3.0, rel=1e-14) and s == pytest.approx(0.0, abs=1e-12)
     a = b + rng.normal(size=1000)
-    r, s = cells.paired_ratio(a, b)
+    r, s = paired_ratio(a, b)
     ref = np.std(a - r * b, ddof=1) / np.sqrt(1000) / b.mean()
     assert s == pytest.approx(ref, rel=1e-12)
 
@@ -168,7 +203,7 @@ def test_paired_ratio_se_is_calibrated():
     R, M = 200, 400
     b = rng.exponential(size=(M, R))
     a = 1.5 * b * rng.gamma(4.0, 0.25, size=(M, R))
-    rs = np.array([cells.paired_ratio(a[i], b[i]) for i in range(M)])
+    rs = np.array([paired_ratio(a[i], b[i]) for i in range(M)])
     spread = rs[:, 0].std(ddof=1)
     assert abs(rs[:, 1].mean() / spread - 1) < 4 / math.sqrt(2 * M)
 
@@ -344,3 +379,35 @@ def test_drift_clock_positions_are_its_targets_made_N_rounds():
     assert pos == cells.distinct_positions(t, cell.n) and len(set(pos)) == 64
     with pytest.raises(ValueError, match="N"):
         rule.targets(10)  # budget above n
+
+
+def test_cell_cache_reads_only_verified_entries(tmp_path):
+    """A cached cell is read only when its record names the cell and version and its digest
+    matches: a damaged CSV, a missing or foreign record are detected, warned about and
+    recomputed (the same numbers: fixed seeds), never read."""
+    cell = cells.Cell("least_squares", 2, "flat", 1.0, 0.45, 0.75, 1000, 4, replicates=0)
+    first = cells.cell_frame(cell)
+    path = cells.cache_dir() / f"{cell.cache_key()}.csv"
+    record = path.with_suffix(".json")
+    assert path.exists() and record.exists()
+    pd.testing.assert_frame_equal(cells.read_cached(cell), first)
+    good = path.read_bytes()
+    damaged = good.replace(b"0.", b"9.", 1)
+    assert damaged != good
+    spoils = (
+        (lambda: path.write_bytes(damaged), "do not match the digest"),
+        (lambda: path.write_bytes(good[: len(good) // 2]), "do not match the digest"),
+        (lambda: record.unlink(), "missing or unreadable"),
+        (
+            lambda: record.write_text(
+                record.read_text().replace('"theta_norm": 1.0', '"theta_norm": 10.0')
+            ),
+            "another cell",
+        ),
+    )
+    for spoil, why in spoils:
+        spoil()
+        with pytest.warns(UserWarning, match=why):
+            again = cells.cell_frame(cell)
+        pd.testing.assert_frame_equal(again, first)
+        assert cells.read_cached(cell) is not None  # rewritten, verified
