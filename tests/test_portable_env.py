@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,3 +91,65 @@ def test_variables_already_set_are_kept_and_a_command_is_required(monkeypatch):
     assert "NUMBA_NUM_THREADS" in proc.stdout or "NUMBA_NUM_THREADS" in os.environ
     bare = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True, timeout=120)
     assert bare.returncode == 2 and "usage:" in bare.stderr
+
+
+# --------------------------------------------------------------------------- portable_compare
+
+
+def _compare_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "portable_compare", TOOL.parent / "portable_compare.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["portable_compare"] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _write(path, rows):
+    import pandas as pd
+
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_portable_compare_rules(tmp_path):
+    pc = _compare_module()
+    assert 2.0**-28 < pc.EPS < 1.0001 * 2.0**-28  # 2^17 steps x 2 gamma_{2^7}
+    base = {"config": ["a", "b", "c"], "n_diverged": [0, 1, 0], "mean": [1.0, 2e-3, np.nan]}
+    here = _write(tmp_path / "here.csv", base)
+    assert pc.compare_csv(here, _write(tmp_path / "same.csv", base)).identical
+    # rounding: a few ulps of the value, or 2^-30 of the column's scale (NaN equals NaN)
+    near = {**base, "mean": [1.0 + 4e-16, 2e-3 + 1e-12, np.nan]}
+    rep = pc.compare_csv(here, _write(tmp_path / "near.csv", near))
+    assert not rep.identical and rep.problems == [] and 0 < rep.max_rel < 1e-9
+    # negative controls: a float beyond the tolerance, an integer count, a text label, NaN
+    for name, change in (
+        ("float", {"mean": [1.0 + 1e-8, 2e-3, np.nan]}),
+        ("count", {"n_diverged": [0, 2, 0]}),
+        ("text", {"config": ["a", "b", "d"]}),
+        ("nan", {"mean": [1.0, 2e-3, 5.0]}),
+    ):
+        rep = pc.compare_csv(here, _write(tmp_path / f"{name}.csv", {**base, **change}))
+        assert len(rep.problems) == 1, (name, rep.problems)
+
+
+def test_portable_compare_checks_and_missing_files(tmp_path):
+    pc = _compare_module()
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    rows = {"x": [{"result": "x.r", "verdict": "holds", "measured": "1.00"}]}
+    (a / "checks.json").write_text(json.dumps(rows))
+    rows["x"][0]["measured"] = "1.01"  # the text of a measurement may round otherwise
+    (b / "checks.json").write_text(json.dumps(rows))
+    _write(a / "x.csv", {"v": [1.0]}), _write(b / "x.csv", {"v": [1.0]})
+    reports, checks = pc.compare_dirs(a, b)
+    assert checks == [] and [r.identical for r in reports] == [True]
+    rows["x"][0]["verdict"] = "violated"
+    (b / "checks.json").write_text(json.dumps(rows))
+    _write(b / "y.csv", {"v": [1.0]})
+    reports, checks = pc.compare_dirs(a, b)
+    assert len(checks) == 1 and "verdicts differ" in checks[0]
+    assert [r.name for r in reports if r.problems] == ["y.csv"]
