@@ -146,22 +146,22 @@ def test_step_checks_pass_and_fail_on_constructed_data():
     rows = ssl.checks(ok)
     _plain_rows(rows)
     by = {r["result"]: r for r in rows}
-    assert by["exact divergence boundary = derived mean-square limit"]["verdict"] == V.HOLDS
-    assert by["Monte Carlo divergence boundary / derived mean-square limit"]["verdict"] == V.HOLDS
+    assert by["step_size_limits.exact_boundary_is_derived_limit"]["verdict"] == V.HOLDS
+    assert by["step_size_limits.mc_boundary_vs_derived_limit"]["verdict"] == V.HOLDS
     bad = pd.DataFrame([_limit_row(1e-3), *_mc_rows(1.25)])
     by = {r["result"]: r for r in ssl.checks(bad)}
-    assert by["exact divergence boundary = derived mean-square limit"]["verdict"] == V.VIOLATED
-    mc = by["Monte Carlo divergence boundary / derived mean-square limit"]
+    assert by["step_size_limits.exact_boundary_is_derived_limit"]["verdict"] == V.VIOLATED
+    mc = by["step_size_limits.mc_boundary_vs_derived_limit"]
     assert mc["verdict"] == V.MEASURED and "[1.1, 1.25]" in mc["reason"]
     worse = pd.DataFrame([_limit_row(0.0), *_mc_rows(1.05, below=2)])
     by = {r["result"]: r for r in ssl.checks(worse)}
     assert (
-        by["Monte Carlo divergence boundary / derived mean-square limit"]["verdict"] == V.VIOLATED
+        by["step_size_limits.mc_boundary_vs_derived_limit"]["verdict"] == V.VIOLATED
     )
     row = _limit_row(0.0)
     row["gamma_sufficient"] = 0.6  # above the measured boundary 0.5
     by = {r["result"]: r for r in ssl.checks(pd.DataFrame([row, *_mc_rows(1.05)]))}
-    assert by["sufficient bound 2b/(R^2 + (b-1)L) <= measured boundary"]["verdict"] == V.VIOLATED
+    assert by["step_size_limits.sufficient_bound_below_boundary"]["verdict"] == V.VIOLATED
 
 
 def test_step_mc_brackets_edges():
@@ -251,9 +251,9 @@ def test_real_data_reduced_run_checks_and_facts(real_small):
     assert rows == rd.checks(df)
     assert rd.facts(back) == rd.facts(df)
     by = {(r["result"], r["setting"]): r for r in rows}
-    osa = [r for (res, _), r in by.items() if res.startswith("OSA worse")]
+    osa = [r for (res, _), r in by.items() if res == "real_data.osa_worse_large_step"]
     assert len(osa) == 1 and osa[0]["verdict"] == V.HOLDS
-    bits = [r for (res, _), r in by.items() if "fewer bits" in res]
+    bits = [r for (res, _), r in by.items() if res == "real_data.fewer_bits_than_dpsgd"]
     assert len(bits) == 6 and all(
         r["verdict"] in (V.HOLDS, V.INCONCLUSIVE, V.MEASURED) for r in bits
     )
