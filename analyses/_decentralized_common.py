@@ -534,7 +534,7 @@ def heterogeneous_controls(data: pd.DataFrame) -> list[V.Control]:
         V.Control(
             "zeta^2 measured 1% off",
             bad,
-            ("least squares with node optima: zeta^2 exact by construction",),
+            ("decentralized_heterogeneous.zeta2_exact",),
         )
     )
     keys = ["problem", "split", "topology", "method", "steps_kind"]
@@ -549,7 +549,7 @@ def heterogeneous_controls(data: pd.DataFrame) -> list[V.Control]:
             V.Control(
                 "a tuned step censored at the top of its grid",
                 bad,
-                ("tuned steps at an edge of the step grid (censored tuning)",),
+                ("decentralized_heterogeneous.steps_inside_grid",),
             )
         )
     return out

@@ -470,6 +470,57 @@ def _tail(data: pd.DataFrame, **sel) -> tuple[float, float, int]:
     return float(t["mean"].mean()), float(t["se"].mean()), int(c["n_diverged"].iloc[0])
 
 
+_TANG = "Tang et al. 2019 (DeepSqueeze: 'outperforms existing compression-based methods')"
+
+#: the claims of the check rows (:func:`convkit.verdicts.declare_claims`)
+CLAIMS = V.declare_claims(
+    "decentralized_heterogeneous",
+    {
+        "zeta2_exact": V.Claim(
+            "least squares with node optima at dissimilarity zeta^2: the measured "
+            "(1/P) sum ||grad f_i(x*)||^2 equals zeta^2 (to rounding)",
+            "derived here: the construction of convkit.HeterogeneousLeastSquares",
+        ),
+        "dpsgd_rise_with_zeta2": V.Claim(
+            "D-PSGD's stationary error at zeta^2 = 10 against zeta^2 = 0, beside a centralized "
+            "method's (EF-SGD) in the same runs (confounded by the design's noise)",
+            "Lian et al. 2017, the zeta^2 term of D-PSGD's rate (dpsgd.rate); tested with "
+            "additive noise in decentralized_rate",
+            kind=V.MEASUREMENT,
+        ),
+        "deepsqueeze_fewer_bits": V.Claim(
+            "DeepSqueeze reaches the target error with fewer bits than another compressed "
+            "method (named in the setting) in every setting of the study",
+            f"{_TANG} [paper]",
+        ),
+        "bits_to_target": V.Claim(
+            "bits to the target error of every method and graph, least squares at one zeta^2 "
+            "(in the setting)",
+            "the tuned runs of this study (no claim)",
+            kind=V.MEASUREMENT,
+        ),
+        "ranking_by_tuning_rule": V.Claim(
+            "the ranking of the methods by bits to the fixed target with steps tuned for the "
+            "tail error against steps tuned for bits to the target, per setting",
+            "the two tuning rules of this study (no claim)",
+            kind=V.MEASUREMENT,
+        ),
+        "tuning_changes_ranking": V.Claim(
+            "whether tuning for bits to the target instead of the tail error changes the "
+            "ranking of the methods, over every setting",
+            "the two tuning rules of this study (no claim)",
+            kind=V.MEASUREMENT,
+        ),
+        "steps_inside_grid": V.Claim(
+            "every tuned step lies strictly inside its grid after the extensions (the next "
+            "larger and smaller steps diverge, never reach the target or are worse), or at its "
+            "bottom where no step lowers the error: no censored tuning",
+            "the grid extensions of analyses._decentralized_common.tune_steps",
+        ),
+    },
+)
+
+
 @V.controlled(C.heterogeneous_controls)
 def checks(data: pd.DataFrame) -> list[dict]:
     """zeta^2 exact, D-PSGD's zeta^2 rise (confounded: measured), bits to target, tuning rules
@@ -481,7 +532,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
     err = float(np.max(np.abs(z["zeta2_measured"] - z["zeta2"]) / np.maximum(z["zeta2"], 1.0)))
     out.append(
         V.check_row(
-            "least squares with node optima: zeta^2 exact by construction",
+            "decentralized_heterogeneous.zeta2_exact",
             f"d={D}, P={C.P}, delta={DELTA:g}, zeta^2 in {sorted(set(z.zeta2))}",
             f"largest relative error of (1/P) sum ||grad f_i(x*)||^2: {err:.2g}",
             "0 (to rounding)",
@@ -503,7 +554,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
         # ones included (issue 30); no MBA in these runs, so the rise is reported, not judged
         out.append(
             V.check_row(
-                result="heterogeneity raises D-PSGD's stationary error (zeta^2 term of its rate)",
+                result="decentralized_heterogeneous.dpsgd_rise_with_zeta2",
                 setting=f"LS d={D}, P={C.P}, delta={DELTA:g}, {tk}, gamma={COMMON_LS}, n={n}; error averaged "
                 "over the last quarter of the record points",
                 measured=f"zeta^2=0: {m0:.3g}±{s0:.1g}; zeta^2=10: {m1:.3g}±{s1:.1g} "
@@ -552,9 +603,8 @@ def _bits_checks(tuned: pd.DataFrame, kind: str, n: int, steps_kind: str) -> lis
         verdict = V.HOLDS if wins == total else V.VIOLATED if losses else V.INCONCLUSIVE
         out.append(
             V.check_row(
-                result=f"DeepSqueeze reaches the target error with fewer bits than {other} "
-                '("outperforms existing compression-based methods")',
-                setting=f"every setting of this study, steps {TUNED_WORDS[steps_kind]}; {kind} target "
+                result="decentralized_heterogeneous.deepsqueeze_fewer_bits",
+                setting=f"DeepSqueeze against {other}; every setting of this study, steps {TUNED_WORDS[steps_kind]}; {kind} target "
                 "(fixed: 0.02 LS, 5% of initial logistic; relative: 2x D-PSGD's floor); bits "
                 "to target with intervals from the crossings of mean -+ 2 SE",
                 measured=f"DeepSqueeze fewer bits in {wins} of {total} settings, more in "
@@ -579,8 +629,8 @@ def _bits_checks(tuned: pd.DataFrame, kind: str, n: int, steps_kind: str) -> lis
         )
         out.append(
             V.check_row(
-                result=f"bits to the {kind} target error, least squares zeta^2 = {ZETA2[zl]:g}",
-                setting=f"{kind} target "
+                result="decentralized_heterogeneous.bits_to_target",
+                setting=f"least squares zeta^2 = {ZETA2[zl]:g}; {kind} target "
                 + (f"{LS_TARGET:g}" if kind == "fixed" else "2x D-PSGD's floor per graph")
                 + f", steps {TUNED_WORDS[steps_kind]}, n={n}",
                 measured=txt,
@@ -704,8 +754,7 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[di
                 per.append(f"{m} (gamma {gt:.3g} -> {gb:.3g}): {_fmt_ratio(*r)}")
         out.append(
             V.check_row(
-                result="ranking of the methods by bits to the fixed target: steps tuned for "
-                "the tail error vs for bits to the target",
+                result="decentralized_heterogeneous.ranking_by_tuning_rule",
                 setting=f"{where}; n={n}; fixed target; bits tuned on the tuning seed, "
                 "compared on the evaluation seed; ratio = bits (bits rule) / bits (tail "
                 "rule) with [lo/hi] from the crossings of mean -+ 2 SE",
@@ -725,8 +774,7 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[di
     )
     out.append(
         V.check_row(
-            result="does tuning for bits to target instead of the tail error change the "
-            "ranking of the methods?",
+            result="decentralized_heterogeneous.tuning_changes_ranking",
             setting=f"every setting of this study, fixed target, n={n}",
             measured=f"ranking changes in {len(changed)} of {total} settings"
             + (
@@ -789,7 +837,7 @@ def _grid_edge_check(data: pd.DataFrame, n: int) -> dict:
         (e.step_above == "cap").sum() + (e.step_below.isin(("cap", "no gain")) & ~e.no_gain).sum()
     )
     return V.check_row(
-        result="tuned steps at an edge of the step grid (censored tuning)",
+        result="decentralized_heterogeneous.steps_inside_grid",
         setting=f"every setting of this study, n={n}; grid extended by doubling a method's "
         f"top step while its choice under either rule sits there, then by halving its bottom "
         f"step likewise (no halving where no step lowers the error below the initial one), "
