@@ -12,6 +12,7 @@ import pytest
 import convkit as ck
 from convkit import algorithms as algs
 from convkit.compression import TopK
+from convkit.sweep.registry import _lookup
 from convkit.topology import ring
 
 #: The shorthands every label uses (documented in ``Algorithm.label``).
@@ -36,28 +37,18 @@ def _top_level_keys(label: str) -> list[str]:
 
 
 def _every_algorithm() -> list[tuple[str, object]]:
-    """One instance per class with every optional setting that changes the label set away
-    from its default (so that the label shows it)."""
-    step = ck.Constant(0.1)
-    topo = ring(4)
-    comp = TopK(k=2)
-    return [
-        ("LocalSGD", algs.LocalSGD(4, step, "every:5", batch=2)),
-        ("MBA", algs.MBA(4, step)),
-        ("OSA", algs.OSA(4, step)),
-        ("SCAFFOLD", algs.SCAFFOLD(4, step, "every:5", server_step=0.5)),
-        ("FedAvgM", algs.FedAvgM(4, step, "every:5", beta=0.5, server_lr=0.8)),
-        ("FedAdam", algs.FedAdam(4, step, "every:5", beta1=0.8, tau=0.01)),
-        ("DPSGD", algs.DPSGD(topo, step)),
-        ("DCDPSGD", algs.DCDPSGD(topo, step, comp, allow_biased=True)),
-        ("ECDPSGD", algs.ECDPSGD(topo, step, comp, allow_biased=True, copies_start="zero")),
-        (
-            "CHOCOSGD",
-            algs.CHOCOSGD(topo, step, comp, 0.4, order="reference_code", copies_start="zero"),
-        ),
-        ("DeepSqueeze", algs.DeepSqueeze(topo, step, comp, 0.2)),
-        ("ErrorFeedbackSGD", algs.ErrorFeedbackSGD(4, step, comp)),
-    ]
+    """One instance per exported algorithm: its class's example (``example()``, whose settings
+    are away from their defaults where a label shows them: :class:`convkit.validation.Declared`),
+    and for the functions MBA and OSA their registered kind's example."""
+    out = []
+    for name in algs.__all__:
+        obj = getattr(algs, name)
+        if inspect.isclass(obj):
+            if issubclass(obj, algs.Algorithm) and not inspect.isabstract(obj):
+                out.append((name, obj.example()))
+        elif name in ("MBA", "OSA"):
+            out.append((name, obj(**_lookup("algorithm", name.lower()).example())))
+    return out
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ import numpy as np
 from ..backend import namespace_of
 from ..problems.base import GradientOracle, Problem
 from ..schedules import StepSize
-from ..validation import check_int
+from ..validation import Declared, Parameter, check_int, instance, integer, text
 from .capabilities import UPDATE_METHODS, AlgorithmIdentity, Capabilities, withdraw_on_override
 
 __all__ = ["Algorithm", "algorithm_list", "concat_state_rows", "select_state_rows"]
@@ -103,8 +103,28 @@ def has_full_gradient(problem: Problem) -> bool:
     return type(problem).grad is not Problem.grad
 
 
-class Algorithm(ABC):
-    """Base class of convkit algorithms (see the module docstring)."""
+#: the step-size schedule of every algorithm (its check is the constructor's)
+STEP = instance("a StepSize (e.g. PolyDecay(C, alpha) or Constant(gamma))", wrong=(0.1, "poly"))
+#: bits per transmitted (uncompressed) float, for the bit accounting
+FLOAT_BITS = integer(low=1, default=32, doc="bits per transmitted float (bit accounting)")
+
+
+class Algorithm(Declared, ABC):
+    """Base class of convkit algorithms (see the module docstring).
+
+    Its parameters are declared once, in ``parameters``
+    (:class:`convkit.validation.Parameter`; a subclass declares those it adds or changes):
+    the declaration validates the constructor's arguments (:meth:`checked`), and gives the
+    sweep schema, the command line's options and the generated invalid-value tests;
+    :meth:`example_settings` gives the small instance the contract and label tests build.
+    """
+
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "workers": integer(low=1, doc="number of workers P"),
+        "step": STEP,
+        "batch": integer(low=1, default=1, doc="per-worker batch size b"),
+        "name": text(default=None, optional=True, doc="display name (default: the label)"),
+    }
 
     #: number of workers / nodes P
     workers: int
@@ -140,14 +160,14 @@ class Algorithm(ABC):
         withdraw_on_override(cls, cls.update_methods)
 
     def __init__(self, workers: int, step: StepSize, batch: int = 1, name: str | None = None):
-        self.workers = check_int("workers", workers, low=1)
-        self.batch = check_int("batch", batch, low=1)
+        self.workers = self.checked("workers", workers)
+        self.batch = self.checked("batch", batch)
         if not isinstance(step, StepSize):
             raise TypeError(
                 f"step must be a StepSize (e.g. PolyDecay(C, alpha) or Constant(gamma)), got {step!r}"
             )
         self.step_size = step
-        self.name = name
+        self.name = self.checked("name", name)
 
     # ---------------------------------------------------------------- protocol
     def prepare(self, n: int) -> None:

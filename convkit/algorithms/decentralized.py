@@ -93,7 +93,7 @@ has a full gradient); ``memory = (1/P) sum_i ||delta_i||^2`` (DeepSqueeze); ``re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -107,10 +107,10 @@ from .._kernels import (
 )
 from ..backend import namespace_of
 from ..compression import Compressor, TopK
-from ..schedules import StepSize
-from ..topology import Topology
-from ..validation import check_in, check_int, check_real
-from .base import Algorithm
+from ..schedules import Constant, StepSize
+from ..topology import Topology, ring
+from ..validation import Parameter, check_int, flag, instance, integer, options, real
+from .base import FLOAT_BITS, Algorithm
 from .capabilities import Capabilities
 from .gossip import (
     ConsensusTuning,
@@ -204,6 +204,24 @@ class DecentralizedAlgorithm(Algorithm):
     capabilities = Capabilities()
     state_metrics: tuple[str, ...] = ("consensus", "grad_norm2")
     gradient_metrics: tuple[str, ...] = ("grad_norm2",)
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "topology": instance(
+            "a convkit.topology.Topology on P >= 2 nodes or a spec such as 'ring:16'",
+            wrong=(4, "no-such-graph:4", "ring:1"),
+        ),
+        "compressor": instance(
+            "a convkit Compressor or a spec string such as 'top-k:0.1'",
+            wrong=(None, 5, "no-such-compressor:3"),
+        ),
+        "workers": integer(low=2, default=None, optional=True,
+                           doc="optional check: must equal the topology's size P"),
+        "float_bits": FLOAT_BITS,
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """A ring of four nodes, a constant step, top-k keeping half the coordinates."""
+        return {"topology": ring(4), "step": Constant(0.05), "compressor": "top-k:0.5"}
 
     def __init__(
         self,
@@ -216,10 +234,10 @@ class DecentralizedAlgorithm(Algorithm):
         name: str | None = None,
         float_bits: int = 32,
     ) -> None:
-        topology = _check_topology(topology, workers)
+        topology = _check_topology(topology, self.checked("workers", workers))
         super().__init__(topology.n, step, batch, name)
         self.topology = topology
-        self.float_bits = check_int("float_bits", float_bits, low=1)
+        self.float_bits = self.checked("float_bits", float_bits)
         self.compressor: Compressor | None = (
             _check_compressor(compressor) if self.compressed else None
         )
@@ -369,6 +387,15 @@ class DPSGD(DecentralizedAlgorithm):
         exact={"least_squares": "dpsgd", "heterogeneous_least_squares": "dpsgd"},
         kernels=("sgd-update",),
     )
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "form": options(*DPSGD_FORMS, default="gossip_then_step",
+                        doc="gossip then step (the paper's) or step then gossip"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """A ring of four nodes, a constant step, the other form."""
+        return {"topology": ring(4), "step": Constant(0.05), "form": "step_then_gossip"}
 
     def __init__(
         self,
@@ -381,7 +408,7 @@ class DPSGD(DecentralizedAlgorithm):
         name: str | None = None,
         float_bits: int = 32,
     ) -> None:
-        self.form = check_in("form", form, DPSGD_FORMS)
+        self.form = self.checked("form", form)
         super().__init__(
             topology, step, None, batch=batch, workers=workers, name=name, float_bits=float_bits
         )
@@ -417,6 +444,15 @@ class _UnbiasedCompressionAlgorithm(DecentralizedAlgorithm):
     one raises unless ``allow_biased=True``."""
 
     paper_name = ""
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "allow_biased": flag(False, doc="accept a biased compressor (the analyses need an "
+                             "unbiased one)"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """A ring of four nodes, a constant step, scaled rand-k of half the coordinates."""
+        return {"topology": ring(4), "step": Constant(0.05), "compressor": "rand-k-scaled:0.5"}
 
     def __init__(
         self,
@@ -439,7 +475,9 @@ class _UnbiasedCompressionAlgorithm(DecentralizedAlgorithm):
             name=name,
             float_bits=float_bits,
         )
-        _require_unbiased(self.paper_name, self.compressor, allow_biased)
+        _require_unbiased(
+            self.paper_name, self.compressor, self.checked("allow_biased", allow_biased)
+        )
 
     def comm_counts(self, n: int, d: int) -> dict[str, np.ndarray]:
         return self._copy_holder_counts(n, d)
@@ -492,6 +530,14 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
     capabilities = Capabilities()
     state_metrics = ("consensus", "grad_norm2", "estimate_gap")
     paper_name = "ECD-PSGD"
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "copies_start": options(*COPIES_STARTS, default="x0", doc="start y_0 of the estimates"),
+    }
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """The family's example with estimates starting at zero."""
+        return {**super().example_settings(), "copies_start": "zero"}
 
     def __init__(
         self,
@@ -506,7 +552,7 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
         name: str | None = None,
         float_bits: int = 32,
     ) -> None:
-        self.copies_start = check_in("copies_start", copies_start, COPIES_STARTS)
+        self.copies_start = self.checked("copies_start", copies_start)
         super().__init__(
             topology,
             step,
@@ -614,6 +660,20 @@ class CHOCOSGD(DecentralizedAlgorithm):
     capabilities = Capabilities(
         exact={"least_squares": "choco"}, kernels=("sgd-update", "topk-choco")
     )
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "consensus_step": real(low=0.0, high=1.0, low_inclusive=False, symbol="gamma_c",
+                               doc="consensus step size gamma_c"),
+        "order": options(*CHOCO_ORDERS, default="paper", doc="the paper's order or the "
+                         "reference code's"),
+        "copies_start": options(*COPIES_STARTS, default="x0", doc="start of the copies x_hat"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """The family's example with consensus step 0.3, the reference code's order and
+        copies starting at zero."""
+        return {**super().example_settings(), "consensus_step": 0.3,
+                "order": "reference_code", "copies_start": "zero"}  # fmt: skip
 
     def __init__(
         self,
@@ -629,11 +689,9 @@ class CHOCOSGD(DecentralizedAlgorithm):
         name: str | None = None,
         float_bits: int = 32,
     ) -> None:
-        self.consensus_step = check_real(
-            "consensus_step (gamma_c)", consensus_step, low=0.0, high=1.0, low_inclusive=False
-        )
-        self.order = check_in("order", order, CHOCO_ORDERS)
-        self.copies_start = check_in("copies_start", copies_start, COPIES_STARTS)
+        self.consensus_step = self.checked("consensus_step", consensus_step)
+        self.order = self.checked("order", order)
+        self.copies_start = self.checked("copies_start", copies_start)
         super().__init__(
             topology,
             step,
@@ -731,6 +789,14 @@ class DeepSqueeze(DecentralizedAlgorithm):
     capabilities = Capabilities(
         exact={"least_squares": "deep_squeeze"}, kernels=("sgd-update", "topk-deepsqueeze")
     )
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "eta": real(low=0.0, high=1.0, low_inclusive=False, doc="consensus step size eta"),
+    }
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """The family's example with eta 0.2."""
+        return {**super().example_settings(), "eta": 0.2}
 
     def __init__(
         self,
@@ -744,7 +810,7 @@ class DeepSqueeze(DecentralizedAlgorithm):
         name: str | None = None,
         float_bits: int = 32,
     ) -> None:
-        self.eta = check_real("eta", eta, low=0.0, high=1.0, low_inclusive=False)
+        self.eta = self.checked("eta", eta)
         super().__init__(
             topology,
             step,

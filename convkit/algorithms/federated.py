@@ -16,10 +16,13 @@ deterministic server update, so no broadcast is needed.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any, ClassVar
+
 from ..schedules import CommSchedule, StepSize
-from ..validation import check_real
+from ..validation import Parameter, real
 from .capabilities import AlgorithmIdentity, Capabilities
-from .local import LocalSGD
+from .local import COMM, LocalSGD
 from .server import ServerUpdate, chain, scale, scale_by_fedadam, trace
 
 __all__ = ["FedAdam", "FedAvgM"]
@@ -46,14 +49,25 @@ class FedAvgM(LocalSGD):
         AlgorithmIdentity("beta = 0, server_lr = 1 is Local-SGD", {"beta": 0.0, "server_lr": 1.0},
                           _local_sgd_of, source="then v = g and x - v is the workers' mean"),
     )  # fmt: skip
-    shown_settings = ("beta", "server_lr")
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "comm": replace(COMM, default="every:10"),
+        "beta": real(low=0, high=1, high_inclusive=False, default=0.9, shown=True,
+                     doc="server momentum (0 with server_lr 1: Local-SGD)"),
+        "server_lr": real(low=0, low_inclusive=False, default=1.0, shown=True,
+                          doc="server step size"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Local-SGD's example with momentum 0.5 and server step 0.8."""
+        return {**super().example_settings(), "beta": 0.5, "server_lr": 0.8}
 
     def __init__(self, workers: int, step: StepSize, comm: CommSchedule | str = "every:10",
                  beta: float = 0.9, server_lr: float = 1.0, batch: int = 1,
                  name: str | None = None, float_bits: int = 32) -> None:  # fmt: skip
         super().__init__(workers, step, comm, batch, name, float_bits)
-        self.beta = check_real("beta", beta, low=0, high=1, high_inclusive=False)
-        self.server_lr = check_real("server_lr", server_lr, low=0, low_inclusive=False)
+        self.beta = self.checked("beta", beta)
+        self.server_lr = self.checked("server_lr", server_lr)
 
     def server_update(self) -> ServerUpdate:
         return chain(trace(self.beta), scale(-self.server_lr))
@@ -70,15 +84,32 @@ class FedAdam(LocalSGD):
     :func:`~convkit.algorithms.server.scale_by_fedadam`)."""
 
     capabilities = STEP_BY_STEP
-    shown_settings = ("server_lr", "beta1", "beta2", "tau")
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "comm": replace(COMM, default="every:10"),
+        "server_lr": real(low=0, low_inclusive=False, default=0.1, shown=True,
+                          doc="server step size"),
+        "beta1": real(low=0, high=1, high_inclusive=False, default=0.9, shown=True,
+                      doc="decay of the first moment m"),
+        "beta2": real(low=0, high=1, high_inclusive=False, default=0.99, shown=True,
+                      doc="decay of the second moment v"),
+        "tau": real(low=0, low_inclusive=False, default=1e-3, shown=True,
+                    doc="degree of adaptivity tau (v_0 = tau^2)"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Local-SGD's example with server step 0.05, beta1 0.8 and tau 0.01."""
+        return {**super().example_settings(), "server_lr": 0.05, "beta1": 0.8, "tau": 0.01}
 
     def __init__(self, workers: int, step: StepSize, comm: CommSchedule | str = "every:10",
                  server_lr: float = 0.1, beta1: float = 0.9, beta2: float = 0.99,
                  tau: float = 1e-3, batch: int = 1, name: str | None = None,
                  float_bits: int = 32) -> None:  # fmt: skip
         super().__init__(workers, step, comm, batch, name, float_bits)
-        self.server_lr = check_real("server_lr", server_lr, low=0, low_inclusive=False)
-        self._adam = scale_by_fedadam(beta1, beta2, tau)
+        self.server_lr = self.checked("server_lr", server_lr)
+        self._adam = scale_by_fedadam(
+            self.checked("beta1", beta1), self.checked("beta2", beta2), self.checked("tau", tau)
+        )
         self.beta1, self.beta2, self.tau = self._adam.b1, self._adam.b2, self._adam.tau
 
     def server_update(self) -> ServerUpdate:

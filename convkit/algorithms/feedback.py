@@ -31,15 +31,15 @@ distance (the models are identical).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..backend import namespace_of
 from ..compression import Compressor, get_compressor
-from ..schedules import StepSize
-from ..validation import check_int
-from .base import Algorithm
+from ..schedules import Constant, StepSize
+from ..validation import Parameter, check_int, instance
+from .base import FLOAT_BITS, Algorithm
 from .capabilities import Capabilities
 
 __all__ = ["EFState", "ErrorFeedbackSGD"]
@@ -76,6 +76,19 @@ class ErrorFeedbackSGD(Algorithm):
     state_metrics = ("memory", "grad_norm2")
     gradient_metrics = ("grad_norm2",)
 
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "compressor": instance(
+            "a convkit Compressor or a spec string such as 'top-k:0.1'",
+            wrong=(None, 5, "no-such-compressor:3"),
+        ),
+        "float_bits": FLOAT_BITS,
+    }
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Four workers, a constant step, top-k keeping half the coordinates."""
+        return {"workers": 4, "step": Constant(0.05), "compressor": "top-k:0.5"}
+
     def __init__(
         self,
         workers: int,
@@ -91,7 +104,7 @@ class ErrorFeedbackSGD(Algorithm):
                 f"compressor must be a convkit Compressor or a spec string, got {compressor!r}"
             )
         self.compressor = get_compressor(compressor)
-        self.float_bits = check_int("float_bits", float_bits, low=1)
+        self.float_bits = self.checked("float_bits", float_bits)
 
     def init(self, theta0: Any, stream: Any) -> EFState:
         xp = namespace_of(theta0)

@@ -70,7 +70,10 @@ def consensus_distance(X: Any) -> Any:
 
 def _check_topology(topology: Any, workers: int | None) -> Topology:
     if isinstance(topology, str):
-        topology = topology_from_spec(topology)  # "ring:16": the one topology-spec parser
+        try:
+            topology = topology_from_spec(topology)  # "ring:16": the one topology-spec parser
+        except (TypeError, ValueError) as exc:  # the parser's message, naming the parameter
+            raise type(exc)(f"topology {topology!r}: {exc}") from exc
     if not isinstance(topology, Topology):
         raise TypeError(
             "topology must be a convkit.topology.Topology (e.g. convkit.topology.ring(16)) or "

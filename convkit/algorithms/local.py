@@ -29,15 +29,15 @@ bits per round.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..backend import namespace_of
 from ..schedule_spec import comm_from_spec
-from ..schedules import CommSchedule, EveryStep, Final, StepSize
-from ..validation import check_int
-from .base import Algorithm
+from ..schedules import CommSchedule, Constant, EveryStep, Final, StepSize
+from ..validation import Parameter, check_int, instance
+from .base import FLOAT_BITS, Algorithm
 from .capabilities import UPDATE_METHODS, AlgorithmIdentity, Capabilities
 from .server import ServerUpdate, average
 
@@ -59,6 +59,15 @@ class ServerState(LocalState):
 
     x: Any = None
     server: Any = None
+
+
+#: the communication schedule of the Local-SGD family and SCAFFOLD (parsed by
+#: :func:`convkit.schedule_spec.comm_from_spec`)
+COMM = instance(
+    "a CommSchedule or a spec such as 'every:10', 'rounds:100', 'mba', 'osa'",
+    default="mba",
+    wrong=("no-such-schedule:3", 1.5),
+)
 
 
 def mba_of(algo: Algorithm) -> LocalSGD:
@@ -105,9 +114,15 @@ class LocalSGD(Algorithm):
     #: the update is also the server's transform of the round (overriding it withdraws the
     #: exact model and the fused segments, which average)
     update_methods = (*UPDATE_METHODS, "server_update")
-    #: the instance's settings its label and description show besides P, b and comm
-    #: (a variant's server parameters)
-    shown_settings: tuple[str, ...] = ()
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "comm": COMM,
+        "float_bits": FLOAT_BITS,
+    }
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Four workers, a constant step, a round every two steps, batch 2."""
+        return {"workers": 4, "step": Constant(0.05), "comm": "every:2", "batch": 2}
 
     def __init__(
         self,
@@ -121,7 +136,13 @@ class LocalSGD(Algorithm):
         super().__init__(workers, step, batch, name)
         self.comm = comm_from_spec(comm)
         self.comm.check_step(step)
-        self.float_bits = check_int("float_bits", float_bits, low=1)
+        self.float_bits = self.checked("float_bits", float_bits)
+
+    @property
+    def shown_settings(self) -> tuple[str, ...]:
+        """The settings its label and description show besides P, b and comm: the declared
+        parameters marked ``shown`` (a variant's server parameters), in declaration order."""
+        return tuple(name for name, p in self.declared().items() if p.shown)
 
     def server_update(self) -> ServerUpdate:
         """The server's transform of the round's pseudo-gradient

@@ -46,18 +46,18 @@ The estimator the engine records is the nodes' mean model (``x`` right after a r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..backend import namespace_of
 from ..schedule_spec import comm_from_spec
 from ..schedules import CommSchedule, StepSize
-from ..validation import check_int, check_real
-from .base import Algorithm
+from ..validation import Parameter, flag, real
+from .base import FLOAT_BITS, Algorithm
 from .capabilities import AlgorithmIdentity, Capabilities
-from .local import mba_of
+from .local import COMM, LocalSGD, mba_of
 
 __all__ = ["SCAFFOLD", "ScaffoldState"]
 
@@ -113,6 +113,19 @@ class SCAFFOLD(Algorithm):
         ),
     )
 
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "comm": replace(COMM, default="every:10"),
+        "server_step": real(low=0, low_inclusive=False, default=1.0,
+                            doc="global step size eta_g (1: the server takes the nodes' mean)"),
+        "float_bits": FLOAT_BITS,
+        "downlink": flag(False, doc="count the server's broadcast of (x, c) as well"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Local-SGD's example (a round every two steps) with server step 0.5."""
+        return {**LocalSGD.example_settings(), "server_step": 0.5}
+
     def __init__(
         self,
         workers: int,
@@ -127,11 +140,9 @@ class SCAFFOLD(Algorithm):
         super().__init__(workers, step, batch, name)
         self.comm = comm_from_spec(comm)
         self.comm.check_step(step)
-        self.server_step = check_real("server_step", server_step, low=0, low_inclusive=False)
-        self.float_bits = check_int("float_bits", float_bits, low=1)
-        if not isinstance(downlink, (bool, np.bool_)):
-            raise TypeError(f"downlink must be True or False, got {downlink!r}")
-        self.downlink = bool(downlink)
+        self.server_step = self.checked("server_step", server_step)
+        self.float_bits = self.checked("float_bits", float_bits)
+        self.downlink = self.checked("downlink", downlink)
 
     def prepare(self, n: int) -> None:
         super().prepare(n)

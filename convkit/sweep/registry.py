@@ -1,11 +1,17 @@
 """The registry of kinds: :class:`Param`, :class:`Kind`, :func:`register`, :func:`kinds`,
-the built-in kinds and those registered lazily from the problem and algorithm modules."""
+the built-in kinds and those discovered in the modules of the packages
+:mod:`convkit.problems` and :mod:`convkit.algorithms` (every public concrete subclass of
+``Problem`` / ``Algorithm`` defined there, under its snake-case name: no list to keep).
+A class that declares its parameters (:class:`convkit.validation.Declared`) gets its schema
+from the declaration (:func:`params_from_declaration`) and its example
+(``example_settings``) as the kind's."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import json
+import pkgutil
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -53,6 +59,9 @@ class Kind:
     builder: Callable[..., Any]
     params: dict[str, Param]
     doc: str = ""
+    #: small settings of a valid instance (``builder(**example())``), or None: the contract
+    #: tests build every registered kind from it
+    example: Callable[[], dict[str, Any]] | None = None
 
 
 _REGISTRY: dict[str, dict[str, Kind]] = {}
@@ -138,6 +147,44 @@ def params_from_signature(builder: Callable[..., Any]) -> dict[str, Param]:
     return out
 
 
+#: sweep type of each kind of declared parameter (:data:`convkit.validation.PARAMETER_KINDS`)
+_DECLARED_TYPES = {
+    "int": "int",
+    "real": "float",
+    "bool": "bool",
+    "str": "str",
+    "options": "str",
+    "object": "any",
+}
+
+
+def params_from_declaration(cls: type) -> dict[str, Param]:
+    """Parameters of a class that declares them (``cls.constructor_parameters()``,
+    :class:`convkit.validation.Declared`): type, default, options and doc from the
+    declaration, nested tables by name as :func:`params_from_signature`; a constructor
+    argument the class does not declare is read from the signature."""
+    from convkit.validation import REQUIRED
+
+    out = params_from_signature(cls)
+    for name, p in cls.constructor_parameters().items():  # type: ignore[attr-defined]
+        nested = _NESTED_BY_NAME.get(name)
+        default = _REQUIRED if p.default is REQUIRED else p.default
+        if default is not _REQUIRED and not _jsonable(default):
+            default = _OMIT
+        out[name] = Param(
+            "any" if nested else _DECLARED_TYPES[p.kind],
+            default,
+            choices=p.options or None,
+            nested=nested,
+            doc=p.allowed() if p.kind == "object" or not p.doc else f"{p.doc}; {p.allowed()}",
+        )
+    return out
+
+
+def _declares(builder: Any) -> bool:
+    return inspect.isclass(builder) and callable(getattr(builder, "constructor_parameters", None))
+
+
 def _jsonable(v: Any) -> bool:
     try:
         json.dumps(v, allow_nan=False)
@@ -155,11 +202,14 @@ def register(
     aliases: Iterable[str] = (),
     replace: bool = False,
     doc: str = "",
+    example: Callable[[], dict[str, Any]] | None = None,
 ) -> Kind:
     """Register ``kind`` in ``category`` (e.g. ``register("algorithm", "dpsgd", DPSGD)``).
 
     ``builder(**params)`` builds the object; ``params`` (name -> :class:`Param`) defaults to
-    :func:`params_from_signature`.  Registering an existing kind raises unless
+    :func:`params_from_declaration` for a class that declares its parameters, else
+    :func:`params_from_signature`; ``example`` gives small settings of a valid instance (a
+    declaring class's ``example_settings`` by default).  Registering an existing kind raises unless
     ``replace=True``.  Kinds used by a sweep running in worker processes must be registered
     in an importable module: list it under ``imports = [...]`` in the spec.
     """
@@ -172,11 +222,21 @@ def register(
     table = _REGISTRY.setdefault(category, {})
     if kind in table and not replace:
         raise ValueError(f"{category} kind {kind!r} is already registered (pass replace=True)")
-    ps = dict(params) if params is not None else params_from_signature(builder)
+    if params is not None:
+        ps = dict(params)
+    else:
+        ps = (
+            params_from_declaration(builder)
+            if _declares(builder)
+            else params_from_signature(builder)
+        )
+    if example is None and _declares(builder):
+        example = builder.example_settings
     for name, p in ps.items():
         if not isinstance(p, Param):
             raise TypeError(f"params[{name!r}] must be a Param, got {p!r}")
-    k = Kind(category, kind, builder, ps, doc or (inspect.getdoc(builder) or "").split("\n")[0])
+    first = (inspect.getdoc(builder) or "").split("\n")[0]
+    k = Kind(category, kind, builder, ps, doc or first, example)
     table[kind] = k
     for a in aliases:
         _ALIASES.setdefault(category, {})[a] = kind
@@ -238,18 +298,20 @@ _LAZY_DONE = False
 #: modules of the project whose kinds could not be registered: module -> "Error: message"
 #: (named in "unknown kind" errors; a module that does not exist is not an error)
 _LAZY_ERRORS: dict[str, str] = {}
-#: (category, module, base class path) scanned lazily for subclasses to register
-_LAZY_MODULES = (
-    ("problem", "convkit.problems.logistic"),
-    ("problem", "convkit.problems.datasets"),
-    ("problem", "convkit.problems.finite_sum"),
-    ("problem", "convkit.problems.heterogeneous"),
-    ("problem", "convkit.problems.heterogeneous_logistic"),
-    ("algorithm", "convkit.algorithms.decentralized"),
-    ("algorithm", "convkit.algorithms.scaffold"),
-    ("algorithm", "convkit.algorithms.federated"),
-    ("algorithm", "convkit.algorithms.feedback"),
-)
+#: the packages whose modules are scanned for the kinds of a category
+_PACKAGES = (("problem", "convkit.problems"), ("algorithm", "convkit.algorithms"))
+
+
+def _package_modules() -> list[tuple[str, str]]:
+    """``(category, module)`` for every public module of the :data:`_PACKAGES` (those whose
+    name does not start with an underscore), in name order."""
+    out = []
+    for category, package in _PACKAGES:
+        pkg = importlib.import_module(package)
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+            if not info.name.startswith("_"):
+                out.append((category, f"{package}.{info.name}"))
+    return out
 
 
 def _least_squares(design: str = "gaussian", **kw: Any) -> Any:
@@ -302,24 +364,34 @@ def _register_builtins() -> None:
         },
         aliases=("ls", "leastsquares"),
         doc="convkit.LeastSquares.<design>(d, spectrum, noise, rotate, seed)",
+        example=lambda: {"d": 4, "spectrum": "1/i"},
     )
-    algo = {
-        "workers": P("int"),
-        "step": P("any", nested="step"),
-        "batch": P("int", 1),
-        "name": P("str", None),
-        "float_bits": P("int", 32),
-    }
+    from convkit.algorithms.local import LocalSGD
+
+    # LocalSGD's declared parameters; MBA and OSA fix the communication
+    local = params_from_declaration(LocalSGD)
+    algo = {k: v for k, v in local.items() if k != "comm"}
     register(
         "algorithm",
         "local_sgd",
         _local(None),
-        {**algo, "comm": P("any", "mba", nested="comm")},
+        local,
         aliases=("localsgd", "local"),
         doc="convkit.LocalSGD(workers, step, comm, batch, name, float_bits)",
+        example=LocalSGD.example_settings,
     )
-    register("algorithm", "mba", _local("mba"), algo, doc="LocalSGD communicating every step")
-    register("algorithm", "osa", _local("osa"), algo, doc="LocalSGD communicating once")
+
+    def fixed_comm() -> dict[str, Any]:
+        return {k: v for k, v in LocalSGD.example_settings().items() if k != "comm"}
+
+    register(
+        "algorithm", "mba", _local("mba"), algo, doc="LocalSGD communicating every step",
+        example=fixed_comm,
+    )  # fmt: skip
+    register(
+        "algorithm", "osa", _local("osa"), algo, doc="LocalSGD communicating once",
+        example=fixed_comm,
+    )  # fmt: skip
     register(
         "step",
         "poly",
@@ -353,9 +425,13 @@ def _register_lazy() -> None:
             register("compressor", key, cls)
     from convkit.algorithms.base import Algorithm
     from convkit.problems.base import Problem
+    from convkit.validation import Declared
 
     bases = {"problem": Problem, "algorithm": Algorithm}
-    for category, modname in _LAZY_MODULES:
+    skip = set(
+        vars(Declared)
+    )  # the declaration's own class methods (example_settings) build no kind
+    for category, modname in _package_modules():
         try:
             mod = importlib.import_module(modname)
         except ModuleNotFoundError as exc:
@@ -383,7 +459,7 @@ def _register_lazy() -> None:
             # problems built from arrays usually offer scalar-parameter constructors
             # (LogisticRegression.gaussian(d, spectrum, ...)): register them as <kind>_<name>
             for meth, raw in vars(obj).items():
-                if meth.startswith("_") or not isinstance(raw, classmethod):
+                if meth.startswith("_") or not isinstance(raw, classmethod) or meth in skip:
                     continue
                 sub = f"{key}_{meth}"
                 if sub not in _REGISTRY.get(category, {}):

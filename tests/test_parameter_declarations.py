@@ -1,0 +1,131 @@
+"""One declaration per parameter (:class:`convkit.validation.Parameter`, declared on the class).
+
+For every registered algorithm class: every constructor argument is declared, with the
+signature's default; every declared parameter, set to each of its invalid values in the
+class's example, raises a ``ValueError`` / ``TypeError`` naming it (generated from the
+declaration, in the manner of scikit-learn's ``check_param_validation``); the example itself
+builds (the negative control: the raise comes from the one bad value); the sweep schema of
+the kind is the declaration's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+
+from convkit.algorithms.base import Algorithm
+from convkit.sweep.registry import _lookup, kinds
+from convkit.validation import REQUIRED, Parameter, check_real, integer, options, real
+
+
+def _classes() -> list[type]:
+    out = []
+    for name in kinds("algorithm"):
+        builder = _lookup("algorithm", name).builder
+        if inspect.isclass(builder) and builder not in out:
+            out.append(builder)
+    from convkit.algorithms.local import LocalSGD
+
+    return [LocalSGD, *out] if LocalSGD not in out else out
+
+
+CLASSES = _classes()
+
+
+def _cases() -> list[tuple[type, str, object]]:
+    return [
+        (cls, name, bad)
+        for cls in CLASSES
+        for name, p in cls.constructor_parameters().items()
+        for bad in p.invalid_values()
+    ]
+
+
+def test_every_registered_class_declares_its_parameters():
+    assert {c.__name__ for c in CLASSES} >= {"LocalSGD", "FedAvgM", "CHOCOSGD", "SCAFFOLD"}
+    for cls in CLASSES:
+        assert issubclass(cls, Algorithm)
+        sig = inspect.signature(cls).parameters
+        declared = cls.constructor_parameters()
+        assert set(sig) == set(declared), (cls.__name__, set(sig) ^ set(declared))
+        for name, p in declared.items():
+            default = sig[name].default
+            want = REQUIRED if default is inspect.Parameter.empty else default
+            assert p.default == want or (p.default is REQUIRED and want is REQUIRED), (
+                f"{cls.__name__}.{name}: declared default {p.default!r}, signature {want!r}"
+            )
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_the_example_builds_and_passes_its_own_checks(cls):
+    algo = cls.example()
+    assert type(algo) is cls
+    for name, p in cls.constructor_parameters().items():
+        if p.kind != "object" and hasattr(algo, name):
+            assert p.check(name, getattr(algo, name)) == getattr(algo, name)
+
+
+@pytest.mark.parametrize(
+    "cls,name,bad", _cases(), ids=lambda v: v.__name__ if inspect.isclass(v) else repr(v)
+)
+def test_an_invalid_value_raises_naming_the_parameter(cls, name, bad):
+    settings = {**cls.example_settings(), name: bad}
+    with pytest.raises((ValueError, TypeError)) as info:
+        cls(**settings)
+    assert name in str(info.value), f"{cls.__name__}({name}={bad!r}): {info.value}"
+
+
+def test_every_declared_parameter_has_an_invalid_value():
+    """An invalid-value test exists for every declared parameter (an object parameter lists
+    the values its class refuses)."""
+    missing = [
+        f"{cls.__name__}.{name}"
+        for cls in CLASSES
+        for name, p in cls.constructor_parameters().items()
+        if not p.invalid_values()
+    ]
+    assert not missing
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_the_sweep_schema_is_the_declaration(cls):
+    names = [n for n in kinds("algorithm") if _lookup("algorithm", n).builder is cls]
+    for kind in names:
+        params = _lookup("algorithm", kind).params
+        for name, p in cls.constructor_parameters().items():
+            q = params[name]
+            assert q.required == p.required, (kind, name)
+            if not p.required and q.default is not None and isinstance(p.default, int | float):
+                assert q.default == p.default, (kind, name)
+            if p.kind == "options":
+                assert q.choices == p.options, (kind, name)
+            if p.kind in ("int", "real"):
+                assert q.type == {"int": "int", "real": "float"}[p.kind], (kind, name)
+
+
+def test_a_declaration_checks_as_the_helpers_do():
+    """The declaration's check is the validation helpers' (same messages), and its invalid
+    values fail it while a valid value passes (negative control)."""
+    beta = real(low=0, high=1, high_inclusive=False, default=0.9)
+    assert beta.check("beta", 0.0) == 0.0
+    with pytest.raises(ValueError) as a:
+        beta.check("beta", 1.0)
+    with pytest.raises(ValueError) as b:
+        check_real("beta", 1.0, low=0, high=1, high_inclusive=False)
+    assert str(a.value) == str(b.value) == "beta must be in [0, 1), got 1"
+    for bad in beta.invalid_values():
+        with pytest.raises((ValueError, TypeError)):
+            beta.check("beta", bad)
+    assert any(isinstance(v, float) and math.isnan(v) for v in beta.invalid_values())
+    gamma_c = real(low=0, high=1, low_inclusive=False, symbol="gamma_c")
+    with pytest.raises(ValueError, match=r"consensus_step \(gamma_c\) must be in \(0, 1\]"):
+        gamma_c.check("consensus_step", 0.0)
+    order = options("paper", "reference_code", default="paper")
+    with pytest.raises(ValueError, match="order must be one of"):
+        order.check("order", "papers")
+    assert integer(low=1).allowed() == "integer >= 1"
+    assert beta.allowed() == "number in [0, 1)"
+    with pytest.raises(ValueError, match="Parameter kind"):
+        Parameter("float")
