@@ -12,22 +12,16 @@ ones (exact cells: the exact minimiser).  Not an analysis itself.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from convkit.checks import paired_ratio
+from convkit.checks import mean_se, paired_ratio
 
 
 def _rounds(comm: Any, n: int) -> int:
     return int(comm.rounds(n))
-
-
-def _mean_se(e: np.ndarray) -> tuple[float, float]:
-    R = e.shape[-1]
-    return float(e.mean()), float(e.std(ddof=1) / math.sqrt(R)) if R > 1 else math.nan
 
 
 def _row(cell: Any, schedule: str, N: int, rounds: int, R: int, **v: float) -> dict[str, Any]:
@@ -106,7 +100,7 @@ class StagedErrors:
         return int(sum(E.shape[1] for m, E in self.stages if all(c in m for c in configs)))
 
     def mean_se(self, k: int) -> tuple[float, float]:
-        return _mean_se(self.errors(k)[0])
+        return mean_se(self.errors(k)[0])
 
     def ratio(self, k: int, j: int) -> tuple[float, float]:
         e, b = self.errors(k, j)
@@ -135,7 +129,7 @@ class HeldOut:
         return int(self.rows[k].size)
 
     def mean_se(self, k: int) -> tuple[float, float]:
-        return _mean_se(self.rows[k])
+        return mean_se(self.rows[k])
 
     def ratio(self, k: int, j: int) -> tuple[float, float]:
         return paired_ratio(self.rows[k], self.rows[j], single="nan")
