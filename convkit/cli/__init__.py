@@ -13,7 +13,9 @@ when used):
 * ``convkit sweep SPEC.toml --out DIR [--jobs N] [--dask | --scheduler ADDR]``: parameter sweeps
   (:mod:`convkit.cli.sweep`);
 * ``convkit simulate``: one Local-SGD run from the command line, printed as a table
-  (:mod:`convkit.cli.simulate`).
+  (:mod:`convkit.cli.simulate`);
+* ``convkit map CLAIM --x NAME=lo:hi:n --y NAME=lo:hi:n [--module PATH]``: the regime map of a
+  claim, its boundary located with an interval (:mod:`convkit.cli.map`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ _COMMANDS: dict[str, str] = {
     "sweep": "run a parameter sweep from a TOML spec",
     "figures": "reproduce every figure",
     "simulate": "one Local-SGD run printed as a table",
+    "map": "draw the regime map of a claim (where it holds, where it stops)",
 }
 
 

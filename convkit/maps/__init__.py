@@ -36,7 +36,13 @@ from __future__ import annotations
 from convkit.maps.claim import BUILTIN_MAPS, MapClaim, find_claim, map_claim
 from convkit.maps.point import SIDES, Axis, MapPoint, parse_axis, threshold_verdict
 from convkit.maps.refine import locate_crossings
-from convkit.maps.run import MapResult, evaluate_points, run_map
+from convkit.maps.run import (
+    MapResult,
+    evaluate_points,
+    result_frame,
+    result_from_frame,
+    run_map,
+)
 
 __all__ = [
     "BUILTIN_MAPS",
@@ -50,6 +56,8 @@ __all__ = [
     "locate_crossings",
     "map_claim",
     "parse_axis",
+    "result_frame",
+    "result_from_frame",
     "run_map",
     "threshold_verdict",
 ]

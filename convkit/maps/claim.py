@@ -28,6 +28,7 @@ __all__ = ["BUILTIN_MAPS", "MapClaim", "find_claim", "map_claim"]
 BUILTIN_MAPS: dict[str, str] = {
     "woodworth": "convkit.maps.claims:woodworth",
     "osa_gap": "convkit.maps.claims:osa_gap",
+    "osa_gap_logistic": "convkit.maps.claims:osa_gap_logistic",
 }
 
 
@@ -140,9 +141,9 @@ class MapClaim:
         return out
 
     def label(self, name: str) -> str:
-        """The axis label of a parameter (with its unit where declared)."""
+        """The axis label of a parameter (with its meaning or unit where declared)."""
         unit = self.units.get(name)
-        return f"{name} [{unit}]" if unit else name
+        return f"{name} ({unit})" if unit else name
 
 
 def map_claim(

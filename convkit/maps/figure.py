@@ -25,7 +25,7 @@ import numpy as np
 from convkit import verdicts as V
 from convkit.plotting import THEORY_STYLE, legend_outside
 
-__all__ = ["VERDICT_MARKERS", "plot_map"]
+__all__ = ["VERDICT_MARKERS", "draw_map", "plot_map"]
 
 #: marker style of each verdict on the map
 VERDICT_MARKERS: dict[str, dict[str, Any]] = {
@@ -49,20 +49,38 @@ def _edges(axis: Any) -> np.ndarray:
     return axis.from_scale(e)
 
 
-def plot_map(result: Any, path: str | os.PathLike, ax: Any = None) -> Path:
-    """Draw ``result`` (a :class:`convkit.maps.MapResult`) as the module docstring states and
-    save it to ``path`` (or draw on ``ax`` and save its figure); returns the path."""
+def plot_map(result: Any, path: str | os.PathLike) -> Path:
+    """Draw ``result`` (a :class:`convkit.maps.MapResult`) as the module docstring states
+    (:func:`draw_map`, legend below the axes) and save it to ``path``; returns the path."""
     import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8.2, 5.6))
+    draw_map(result, ax)
+    legend_outside(ax, where="below", ncol=3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def draw_map(result: Any, ax: Any, log_colour: bool = False) -> Any:
+    """Draw ``result`` on the axes ``ax`` (colour field with its colour bar, verdict markers,
+    located boundary, predicted boundary, scales, labels, title) without a legend, so that
+    a caller can add layers first; returns ``ax``. ``log_colour``: the colour field is
+    ``log10`` of the quantity, centred on ``log10`` of the threshold (a quantity spanning
+    decades; every value and the threshold must be positive)."""
     from matplotlib.colors import TwoSlopeNorm
 
     claim, x, y = result.claim, result.x, result.y
-    own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(8.2, 5.6))
-    else:
-        fig = ax.figure
+    fig = ax.figure
     z = np.asarray(result.field("measured"), dtype=float)
     t = claim.threshold
+    label = claim.quantity
+    if log_colour:
+        if t <= 0 or np.any(z[np.isfinite(z)] <= 0):
+            raise ValueError("log_colour needs a positive threshold and positive values")
+        z, t, label = np.log10(z), float(np.log10(t)), f"log10 of {claim.quantity}"
     finite = z[np.isfinite(z)]
     vmin = float(min(finite.min(), t)) if finite.size else t - 1
     vmax = float(max(finite.max(), t)) if finite.size else t + 1
@@ -71,7 +89,7 @@ def plot_map(result: Any, path: str | os.PathLike, ax: Any = None) -> Path:
     mesh = ax.pcolormesh(_edges(x), _edges(y), np.ma.masked_invalid(z), cmap="RdBu_r",
                          norm=TwoSlopeNorm(vcenter=t, vmin=vmin, vmax=vmax), shading="flat")  # fmt: skip
     cb = fig.colorbar(mesh, ax=ax, pad=0.02)
-    cb.set_label(f"{claim.quantity} (white: {t:g})")
+    cb.set_label(f"{label} (white: {t:.3g})")
     g = result.grid_points()
     for verdict, sub in g.groupby("verdict"):
         style = dict(VERDICT_MARKERS.get(verdict, _OTHER))
@@ -109,11 +127,6 @@ def plot_map(result: Any, path: str | os.PathLike, ax: Any = None) -> Path:
     ax.set_ylabel(claim.label(y.name))
     side = "<" if claim.side == "below" else ">"
     ax.set_title("\n".join(textwrap.wrap(
-        f"{result.title()}; claim: {claim.quantity} {side} {t:g}", 90)), fontsize=9)  # fmt: skip
-    legend_outside(ax, where="below", ncol=3)
-    path = Path(path)
-    if own:
-        fig.tight_layout()
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-    return path
+        f"{result.title()}; claim: {claim.quantity} {side} {claim.threshold:g}", 90)),
+        fontsize=9)  # fmt: skip
+    return ax

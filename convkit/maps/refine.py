@@ -78,6 +78,26 @@ class _Crossing:
     seg: Segment
     ends: tuple[Mapping[str, Any], Mapping[str, Any]]
     bisections: list[Bisection] = field(default_factory=list)
+    #: the points evaluated on the segment (scale coordinate -> row), shared by its bisections
+    points: dict[float, Mapping[str, Any] | None] = field(default_factory=dict)
+
+
+def _narrow(b: Bisection, points: Mapping[float, Mapping[str, Any] | None]) -> None:
+    """Shrink ``b``'s bracket to the closest points of the segment on either side of its
+    change: the last point where the predicate holds, then the first beyond it where it does
+    not (points evaluated by the segment's other bisections count too)."""
+    if b.stopped:
+        return
+    inside = sorted(
+        (u, b.test(row)) for u, row in points.items() if row is not None and b.ua < u < b.ub
+    )
+    for u, ok in inside:
+        if ok is True:
+            b.ua = u
+    for u, ok in inside:
+        if ok is False and u > b.ua:
+            b.ub = u
+            break
 
 
 def segments(
@@ -168,15 +188,16 @@ def locate_crossings(
         for (i, j), c in wanted.items():
             cr, b = crossings[i], crossings[i].bisections[j]
             row = known.get(c)
-            ok = None if row is None else b.test(row)
             u = 0.5 * (b.ua + b.ub)
+            cr.points[u] = row
             b.steps += 1
-            if ok is None:
-                b.stopped = "not finite" if row is not None else "not evaluated"
-            elif ok:
-                b.ua = u
-            else:
-                b.ub = u
+            if row is None:
+                b.stopped = "not evaluated"
+            elif b.test(row) is None:
+                b.stopped = "not finite"
+        for cr in crossings:  # every bisection of a crossing narrows on all its points
+            for b in cr.bisections:
+                _narrow(b, cr.points)
     return [_record(cr, axes, tol, threshold, x, y) for cr in crossings]
 
 

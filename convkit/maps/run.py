@@ -64,7 +64,14 @@ class MapResult:
 
     def title(self) -> str:
         """The claim and the fixed settings, for a figure's title."""
-        fixed = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        full = {
+            n: p.default
+            for n, p in self.claim.parameters().items()
+            if p.default is not p.empty and n not in (self.x.name, self.y.name)
+        }
+        full.update(self.settings)
+        fixed = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in full.items())  # fmt: skip
         return f"{self.claim.name}: {self.claim.quantity}" + (f" ({fixed})" if fixed else "")
 
     def write(self, outdir: str | os.PathLike, stem: str | None = None) -> list[Path]:
@@ -233,3 +240,23 @@ def _points_frame(
                          "label": SHORT.get(str(rec.get("verdict")), str(rec.get("verdict"))),
                          **{k: v for k, v in rec.items() if k not in POINT_COLUMNS}})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def result_frame(result: MapResult) -> pd.DataFrame:
+    """The points and crossings of ``result`` as one frame (column ``part``: ``"point"`` or
+    ``"crossing"``), the form an analysis writes as its CSV; :func:`result_from_frame` reads
+    it back."""
+    pts = result.points.assign(part="point")
+    cr = result.crossings.assign(part="crossing")
+    return pd.concat([pts, cr], ignore_index=True, sort=False)
+
+
+def result_from_frame(
+    claim: MapClaim, x: Axis, y: Axis, settings: Mapping[str, Any], frame: pd.DataFrame
+) -> MapResult:
+    """The :class:`MapResult` of a frame written by :func:`result_frame` (the claim, axes and
+    settings are the caller's: the frame holds only numbers)."""
+    pts = frame[frame["part"] == "point"].dropna(axis=1, how="all").drop(columns="part")
+    cr = frame[frame["part"] == "crossing"].dropna(axis=1, how="all").drop(columns="part")
+    return MapResult(claim, x, y, dict(settings), pts.reset_index(drop=True),
+                     cr.reset_index(drop=True))  # fmt: skip
