@@ -41,6 +41,12 @@ VERDICT_MARKERS: dict[str, dict[str, Any]] = {
 _OTHER = {"marker": ".", "facecolors": "0.4", "label": "other verdict"}
 
 
+def _NullLocator() -> Any:  # noqa: N802 - a matplotlib class, imported when drawing
+    from matplotlib.ticker import NullLocator
+
+    return NullLocator()
+
+
 def _edges(axis: Any) -> np.ndarray:
     """Cell edges around the grid values, midway in the axis' scale."""
     u = axis.to_scale(axis.values())
@@ -117,10 +123,13 @@ def draw_map(result: Any, ax: Any, log_colour: bool = False) -> Any:
         xx = x.from_scale(np.linspace(x.to_scale(x.lo), x.to_scale(x.hi), 200))
         yy = np.asarray(claim.predicted(xx), dtype=float)
         ax.plot(xx, yy, **THEORY_STYLE, label=claim.predicted_label)
-    if x.log:
-        ax.set_xscale("log")
-    if y.log:
-        ax.set_yscale("log")
+    for axis, set_scale, set_ticks, which in ((x, ax.set_xscale, ax.set_xticks, ax.xaxis),
+                                              (y, ax.set_yscale, ax.set_yticks, ax.yaxis)):  # fmt: skip
+        if axis.log:
+            set_scale("log")
+        if axis.n <= 8:  # a few grid values: label them, no minor ticks
+            set_ticks(axis.values(), [f"{v:.3g}" for v in axis.values()])
+            which.set_minor_locator(_NullLocator())
     ax.set_xlim(_edges(x)[0], _edges(x)[-1])
     ax.set_ylim(_edges(y)[0], _edges(y)[-1])
     ax.set_xlabel(claim.label(x.name))

@@ -256,7 +256,8 @@ def result_from_frame(
 ) -> MapResult:
     """The :class:`MapResult` of a frame written by :func:`result_frame` (the claim, axes and
     settings are the caller's: the frame holds only numbers)."""
-    pts = frame[frame["part"] == "point"].dropna(axis=1, how="all").drop(columns="part")
-    cr = frame[frame["part"] == "crossing"].dropna(axis=1, how="all").drop(columns="part")
+    pts = frame[frame["part"] == "point"].drop(columns="part").dropna(axis=1, how="all")
+    cr = frame[frame["part"] == "crossing"].drop(columns="part")
+    cr = cr.dropna(axis=1, how="all") if len(cr) else cr.iloc[:, :0]
     return MapResult(claim, x, y, dict(settings), pts.reset_index(drop=True),
                      cr.reset_index(drop=True))  # fmt: skip
