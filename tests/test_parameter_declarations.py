@@ -129,3 +129,28 @@ def test_a_declaration_checks_as_the_helpers_do():
     assert beta.allowed() == "number in [0, 1)"
     with pytest.raises(ValueError, match="Parameter kind"):
         Parameter("float")
+
+
+def test_the_command_line_options_are_the_declarations():
+    """``convkit simulate``'s options of the federated variants take their default, range and
+    help from the classes' declarations: every declared invalid value is refused while
+    parsing, the declared default is the option's."""
+    from convkit.cli.simulate import ALGORITHMS, build_parser
+
+    parser = build_parser()
+    actions = {a.dest: a for a in parser._actions}
+    seen = 0
+    for cls_name, reads in ALGORITHMS.values():
+        cls = getattr(__import__("convkit"), cls_name)
+        for name in reads:
+            p, action = cls.declared()[name], actions[name]
+            assert p.allowed() in action.help, (name, action.help)
+            assert action.default in (p.default, None)
+            for bad in p.invalid_values():
+                if isinstance(bad, str):  # a wrong type in Python; on the command line, text
+                    continue
+                with pytest.raises(Exception):  # argparse.ArgumentTypeError
+                    action.type(str(bad))
+            action.type(str(p.default))  # the default parses (negative control)
+            seen += 1
+    assert seen >= 4

@@ -73,6 +73,8 @@ def _check_topology(topology: Any, workers: int | None) -> Topology:
         try:
             topology = topology_from_spec(topology)  # "ring:16": the one topology-spec parser
         except (TypeError, ValueError) as exc:  # the parser's message, naming the parameter
+            if str(exc).startswith("topology"):
+                raise
             raise type(exc)(f"topology {topology!r}: {exc}") from exc
     if not isinstance(topology, Topology):
         raise TypeError(

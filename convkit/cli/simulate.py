@@ -67,6 +67,38 @@ def _real(interval: str, test: Callable[[float], bool]) -> Callable[[str], float
     return parse
 
 
+def _declared(name: str, cls_names: Sequence[str]) -> tuple[Any, Any]:
+    """The declaration of parameter ``name`` in the classes ``cls_names`` of convkit
+    (:class:`convkit.validation.Parameter`), and its default where they all share it (else
+    None: each class's own default applies)."""
+    import convkit as ck
+
+    decls = [getattr(ck, c).declared()[name] for c in cls_names]
+    first = decls[0]
+    same = all(d.default == first.default for d in decls)
+    return first, first.default if same and not first.required else None
+
+
+def _declared_type(p: Any) -> Callable[[str], Any]:
+    """Argparse type of a declared ``int`` or ``real`` parameter: its interval, checked by the
+    declaration itself (:meth:`convkit.validation.Parameter.check`)."""
+    if p.kind == "int":
+        return _integer(int(p.low))
+    lo = "-inf" if p.low is None else f"{p.low:g}"
+    hi = "inf" if p.high is None else f"{p.high:g}"
+    left = "[" if p.low is not None and p.low_inclusive else "("
+    right = "]" if p.high is not None and p.high_inclusive else ")"
+
+    def test(v: float) -> bool:
+        try:
+            p.check("value", v)
+        except (TypeError, ValueError):
+            return False
+        return True
+
+    return _real(f"{left}{lo}, {hi}{right}", test)
+
+
 def _comm(text: str) -> str:
     """Argparse type: a communication spec, read by the one parser of such specs
     (:func:`convkit.schedule_spec.comm_from_spec`, as ``LocalSGD`` and the sweeps read it); its
@@ -125,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="standard deviation of the additive label noise; number >= 0",
     )
-    opt("--workers", "number of workers P; integer >= 1", type=pos, default=8)
+    workers, _ = _declared("workers", ["LocalSGD"])
+    opt("--workers", f"{workers.doc}; {workers.allowed()}", type=_declared_type(workers), default=8)
     opt(
         "--algorithm",
         choices=tuple(ALGORITHMS),
@@ -134,26 +167,21 @@ def build_parser() -> argparse.ArgumentParser:
         "momentum --beta and server step --server-lr) or 'fedadam' (server Adam of Reddi et "
         "al. 2021 with --server-lr and --tau)",
     )
-    opt(
-        "--beta",
-        type=_real("[0, 1)", lambda v: 0 <= v < 1),
-        default=0.9,
-        help="server momentum of --algorithm fedavgm; number in [0, 1) (0 with --server-lr 1: "
-        "Local-SGD)",
-    )
-    opt(
-        "--server-lr",
-        type=_real("(0, inf)", lambda v: v > 0),
-        default=None,
-        help="server step of --algorithm fedavgm or fedadam; number > 0 (unset: the class's "
-        "default, 1 for FedAvgM, 0.1 for FedAdam)",
-    )
-    opt(
-        "--tau",
-        type=_real("(0, inf)", lambda v: v > 0),
-        default=1e-3,
-        help="degree of adaptivity tau of --algorithm fedadam (v_0 = tau^2); number > 0",
-    )
+    # the variants' settings, each from its declaration (convkit.validation.Parameter)
+    for name in dict.fromkeys(n for _, reads in ALGORITHMS.values() for n in reads):
+        users = [key for key, (_, reads) in ALGORITHMS.items() if name in reads]
+        classes = [ALGORITHMS[key][0] for key in users]
+        decl, default = _declared(name, classes)
+        unset = ""
+        if default is None:
+            defaults = ", ".join(f"{_declared(name, [c])[0].default:g} for {c}" for c in classes)
+            unset = f" (unset: the class's default, {defaults})"
+        opt(
+            "--" + name.replace("_", "-"),
+            type=_declared_type(decl),
+            default=default,
+            help=f"{decl.doc} of --algorithm {' or '.join(users)}; {decl.allowed()}{unset}",
+        )
     opt(
         "--comm",
         type=_comm,
