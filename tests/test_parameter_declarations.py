@@ -10,6 +10,7 @@ the kind is the declaration's.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import math
 
@@ -149,7 +150,7 @@ def test_the_command_line_options_are_the_declarations():
             for bad in p.invalid_values():
                 if isinstance(bad, str):  # a wrong type in Python; on the command line, text
                     continue
-                with pytest.raises(Exception):  # argparse.ArgumentTypeError
+                with pytest.raises(argparse.ArgumentTypeError):
                     action.type(str(bad))
             action.type(str(p.default))  # the default parses (negative control)
             seen += 1
