@@ -15,7 +15,7 @@ Tuning rules (stated once, used everywhere):
 * the step ``gamma`` of each method, by one of two rules over a geometric grid (factor 2),
   both on a tuning seed different from the evaluation seed and both read off the same runs,
   one per (method, gamma) pair, all on the common random numbers of the tuning seed
-  (:func:`tune_steps`, :func:`_run_pair`):
+  (:func:`tune_steps`, :func:`_run_pairs`):
 
   - ``"tail"``: the grid value with the smallest mean excess risk of the node average over
     the last quarter of the record points (a diverged run counts as infinite);
@@ -27,10 +27,12 @@ Tuning rules (stated once, used everywhere):
     reaches the target the rule has no answer: it returns the tail rule's ``gamma`` with
     infinite bits, which the caller reports as not reached.
 
-  Pair runs: every (method, gamma) pair runs alone, on the sample and algorithm streams of
-  the tuning seed, so its numbers depend on (problem, method, gamma, seed) only, bit for
-  bit, never on which other pairs are tuned or in what order; each pair runs once, and an
-  extension of the grid runs only its new pairs.
+  Pair runs: every (method, gamma) pair runs with the numbers it has alone in a call on the
+  tuning seed (its sample and algorithm streams), so its numbers depend on (problem, method,
+  gamma, seed) only, bit for bit, never on which other pairs are tuned or in what order
+  (pairs of methods that draw no random numbers of their own share a call and its samples,
+  which leaves their numbers as they are alone); each pair runs once, and an extension of
+  the grid runs only its new pairs.
 
   Grid extension (``max_extensions > 0``): while some method's choice under either rule
   sits at the top of its grid, that method's grid gets the next value (twice its top), up to
@@ -58,6 +60,7 @@ Tuning rules (stated once, used everywhere):
 from __future__ import annotations
 
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -233,7 +236,7 @@ def _mean_bits_to_target(res: ck.Result, config: str, target: float) -> float:
 
 class PairScore(NamedTuple):
     """What both tuning rules read off the run of one (method, gamma) pair
-    (:func:`_run_pair`): ``tail``, the mean excess risk over the last quarter of the record
+    (:func:`_run_pairs`): ``tail``, the mean excess risk over the last quarter of the record
     points (:func:`tail_error`; ``inf`` if a replicate diverged); ``bits``, the bits to the
     target (:func:`_mean_bits_to_target`; ``inf``: diverged or never reached; ``nan`` when no
     target is given); ``diverged``, whether a replicate diverged."""
@@ -255,11 +258,12 @@ def tune_steps(
     n_record: int = 20,
     max_extensions: int = 0,
     no_gain_stop: bool = False,
+    stream_free: Collection[str] = (),
 ) -> dict[str, Any]:
     """Best step of each method by the rules of the module docstring.
 
     ``builders[label](gamma, name)`` builds the algorithm; every (method, gamma) pair runs
-    once (:func:`_run_pair`: ``steps`` iterations, ``replicates`` replicates, ``n_record``
+    once (:func:`_run_pairs`: ``steps`` iterations, ``replicates`` replicates, ``n_record``
     log-spaced record points, on the streams of ``seed`` alone), and both rules are read off
     its :class:`PairScore` (the bits rule costs no extra simulation); an extension of the
     grid runs only its new pairs. Returns ``{"tail": {label: (gamma, tail error)}}`` and,
@@ -273,7 +277,9 @@ def tune_steps(
     gamma): PairScore}``, every pair run, each once.
 
     ``no_gain_stop``: the no-gain stop of the module docstring (the initial excess risk is
-    the problem's at ``theta0 = 0``, the start of every run)."""
+    the problem's at ``theta0 = 0``, the start of every run). ``stream_free``: the labels
+    whose algorithms draw no random numbers of their own; their pairs share calls
+    (:func:`_run_pairs`: the same numbers as alone, the samples drawn once)."""
     grid = np.asarray(grid, dtype=float)
     if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"grid must be a non-empty 1-D array of positive steps, got {grid}")
@@ -287,16 +293,22 @@ def tune_steps(
         raise ValueError(f"max_extensions must be a non-negative integer, got {max_extensions!r}")
     if not isinstance(no_gain_stop, (bool, np.bool_)):
         raise ValueError(f"no_gain_stop must be True or False, got {no_gain_stop!r}")
+    unknown = set(stream_free) - set(builders)
+    if isinstance(stream_free, str) or unknown:
+        raise ValueError(
+            f"stream_free must be a collection of labels of builders {list(builders)}, "
+            f"got {stream_free!r}"
+        )
+    stream_free = frozenset(stream_free)
     floor = float(prob.errors(np.zeros(prob.d))["excess_risk"]) if no_gain_stop else None
     pairs = [(label, float(g)) for label in builders for g in grid]
     scores: dict[tuple[str, float], PairScore] = {}
     extensions = {"up": 0, "down": 0}
     while True:
-        for label, g in pairs:  # only the pairs not run yet: a pair's score is final
-            if (label, g) not in scores:
-                scores[(label, g)] = _run_pair(
-                    prob, builders[label], label, g, steps, replicates, seed, target, n_record
-                )
+        new = [p for p in pairs if p not in scores]  # a pair's score is final: run it once
+        scores.update(
+            _run_pairs(prob, builders, new, steps, replicates, seed, target, n_record, stream_free)
+        )
         out = _read_rules(scores, pairs, builders, target)
         ends = _grid_ends(pairs, builders)
         at = {side: _at_edge(out, ends, side, floor) for side in ("up", "down")}
@@ -319,41 +331,64 @@ def tune_steps(
     return out
 
 
-def _run_pair(
+def _run_pairs(
     prob: Any,
-    builder: Any,
-    label: str,
-    gamma: float,
+    builders: dict[str, Any],
+    new: list[tuple[str, float]],
     steps: int,
     replicates: int,
     seed: int,
     target: float | None,
     n_record: int,
-) -> PairScore:
-    """The run of one (``label``, ``gamma``) pair, alone in its :func:`convkit.simulate` call.
+    stream_free: frozenset[str] = frozenset(),
+) -> dict[tuple[str, float], PairScore]:
+    """The runs of the (label, gamma) pairs ``new``, each with the numbers it has alone in a
+    :func:`convkit.simulate` call on ``seed``.
 
-    Streams: the call's sample stream ``(seed, "samples", j)`` and the algorithm's own
+    Streams: a call's sample stream ``(seed, "samples", j)`` and its first algorithm's own
     stream ``(seed, "algorithm", 0, j)`` depend on ``seed`` (and the replicate block ``j``)
-    only, so a pair's score is a function of (problem, label, gamma, seed) and the run
-    lengths, bit for bit: not of the other pairs of the tuning, their number or their order,
-    and it is computed once however often the grid is extended. Every pair of a tuning
-    shares both streams (common random numbers): the rules compare the steps of one method
-    (the argmin over gamma), a difference that common samples make far more precise than
-    independent draws per (method, gamma) would; the compressors' draws are shared as well
-    (with independent draws per pair, the comparison of two steps of a compressed method
-    would carry the compression noise of both)."""
-    name = _config_name(label, gamma)
-    res = simulate_quiet(
-        prob,
-        [builder(gamma, name)],
-        steps=steps,
-        replicates=replicates,
-        seed=seed,
-        n_record=n_record,
-    )
-    bits = float("nan") if target is None else _mean_bits_to_target(res, name, target)
-    diverged = bool(np.any(res.values[name].diverged_at > 0))
-    return PairScore(tail_error(res, name), bits, diverged)
+    only, so a pair run alone has a score that is a function of (problem, label, gamma,
+    seed) and the run lengths, bit for bit: not of the other pairs of the tuning, their
+    number or their order, and it is computed once however often the grid is extended. The
+    pairs of ``stream_free`` labels (algorithms that draw no random numbers of their own, the
+    caller's statement, e.g. from the compressors' ``random`` declaration) run together in
+    one call behind at most one other pair of equal workers and batch, placed first: every
+    pair then reads the same samples as alone (one draw of shape ``(R, P, b)`` per step,
+    shared) and the first one its stream of position 0, so each score is the one it has
+    alone while the samples are drawn once per call instead of once per pair.
+
+    Every pair of a tuning shares both streams (common random numbers): the rules compare
+    the steps of one method (the argmin over gamma), a difference that common samples make
+    far more precise than independent draws per (method, gamma) would; the compressors'
+    draws are shared as well (with independent draws per pair, the comparison of two steps
+    of a compressed method would carry the compression noise of both)."""
+    algos = {p: builders[p[0]](p[1], _config_name(*p)) for p in new}
+    shapes: dict[tuple[int, int], list[tuple[str, float]]] = {}
+    for p, a in algos.items():
+        shapes.setdefault((int(a.workers), int(a.batch)), []).append(p)
+    calls: list[list[tuple[str, float]]] = []
+    for group in shapes.values():
+        drawing = [[p] for p in group if p[0] not in stream_free]
+        free = [p for p in group if p[0] in stream_free]
+        calls += drawing[:-1] + [(drawing[-1] if drawing else []) + free]
+    out: dict[tuple[str, float], PairScore] = {}
+    for call in calls:
+        if not call:
+            continue
+        res = simulate_quiet(
+            prob,
+            [algos[p] for p in call],
+            steps=steps,
+            replicates=replicates,
+            seed=seed,
+            n_record=n_record,
+        )
+        for p in call:
+            name = _config_name(*p)
+            bits = float("nan") if target is None else _mean_bits_to_target(res, name, target)
+            diverged = bool(np.any(res.values[name].diverged_at > 0))
+            out[p] = PairScore(tail_error(res, name), bits, diverged)
+    return out
 
 
 def _grid_ends(pairs: list[tuple[str, float]], builders: dict[str, Any]) -> dict:

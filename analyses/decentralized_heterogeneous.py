@@ -169,7 +169,8 @@ def consensus_params(topo_kind: str, d: int, fraction: float = 0.25, seed: int =
 
 def tune_setting(prob, topo_kind: str, grid, n: int, Rt: int, target: float, **kw: Any):
     """The step tuning of one setting (:func:`analyses._decentralized_common.tune_steps` on
-    ``TUNE_SEED`` with ``Rt`` replicates and the no-gain stop; ``kw`` overrides its keywords)
+    ``TUNE_SEED`` with ``Rt`` replicates, the no-gain stop and the methods without random
+    compression declared ``stream_free``; ``kw`` overrides its keywords)
     and the builder of its methods: ``(tuned, builder, (gamma_c, eta))``."""
     topo = C.topology(topo_kind)
     gc, eta = consensus_params(topo_kind, int(prob.d))
@@ -179,7 +180,10 @@ def tune_setting(prob, topo_kind: str, grid, n: int, Rt: int, target: float, **k
             method, topo, g, compressor(method), gamma_c=gc, eta=eta, name=name
         )
 
-    opts = {"max_extensions": MAX_EXTENSIONS, "no_gain_stop": True, **kw}
+    # methods with no compressor or a deterministic one (its ``random`` declaration) draw no
+    # random numbers of their own: their pairs share calls, with the numbers they have alone
+    free = [m for m in C.METHODS if not getattr(compressor(m), "random", False)]
+    opts = {"max_extensions": MAX_EXTENSIONS, "no_gain_stop": True, "stream_free": free, **kw}
     tuned = C.tune_steps(
         prob,
         {m: builder(m) for m in C.METHODS},

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analyses import _decentralized_common as C
-from convkit.compression import QSGD
+from convkit.compression import QSGD, TopK
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 from convkit.verdicts import VERDICTS
 
@@ -61,7 +61,7 @@ def test_bits_rule_unreachable_target_and_ties():
     assert np.isfinite(tie["bits"]["D-PSGD"][1])
 
 
-def _two_method_tuning(grid: np.ndarray, max_extensions: int) -> dict:
+def _two_method_tuning(grid: np.ndarray, max_extensions: int, **kw) -> dict:
     """D-PSGD (exact messages) and DCD-PSGD (QSGD, random: it draws from its own stream) on
     the problem of :func:`_dpsgd_tuning`, target 0.1."""
     prob = HeterogeneousLeastSquares(32, C.P, 0.0, noise=0.5, seed=0)
@@ -76,6 +76,7 @@ def _two_method_tuning(grid: np.ndarray, max_extensions: int) -> dict:
         seed=5,
         target=0.1,
         max_extensions=max_extensions,
+        **kw,
     )
 
 
@@ -277,34 +278,60 @@ def _small_tuning(builders: dict, grid, **kw) -> dict:
 
 def _builders(*methods: str) -> dict:
     topo = C.topology("ring")
-    comp = {"D-PSGD": None, "DCD-PSGD": QSGD(s=4), "ECD-PSGD": QSGD(s=4)}
+    comp = {
+        "D-PSGD": None,
+        "DCD-PSGD": QSGD(s=4),
+        "ECD-PSGD": QSGD(s=4),
+        "CHOCO-SGD": TopK(fraction=0.25),
+    }
     return {
-        m: (lambda g, name, m=m: C.make_method(m, topo, g, comp[m], name=name)) for m in methods
+        m: (lambda g, name, m=m: C.make_method(m, topo, g, comp[m], gamma_c=0.5, name=name))
+        for m in methods
     }
 
 
 def test_pair_scores_do_not_depend_on_the_other_pairs_or_their_order():
     """A (method, gamma) pair's scores are bit-for-bit the same whether it is tuned with other
-    methods or alone, and whatever the order of the grid: DCD-PSGD (QSGD, its own random
-    numbers) with D-PSGD and ECD-PSGD before it, and alone on the reversed grid. The scores
-    are not trivially equal: the two steps, and another seed, give other numbers."""
+    methods or alone, and whatever the order of the grid: DCD-PSGD and ECD-PSGD (QSGD, their
+    own random numbers: one call per pair) and D-PSGD and CHOCO-SGD (top-k: no random numbers
+    of their own, declared ``stream_free``: their pairs share a call behind a QSGD pair), each
+    against its method tuned alone on the reversed grid. The scores are not trivially equal:
+    the two steps, and another seed, give other numbers."""
     grid = [0.01, 0.02]
-    both = _small_tuning(_builders("D-PSGD", "ECD-PSGD", "DCD-PSGD"), grid)["pairs"]
-    alone = _small_tuning(_builders("DCD-PSGD"), grid[::-1])["pairs"]
-    for g in grid:
-        assert both[("DCD-PSGD", g)] == alone[("DCD-PSGD", g)]
-        assert np.isfinite(alone[("DCD-PSGD", g)].tail)
-    assert alone[("DCD-PSGD", 0.01)].tail != alone[("DCD-PSGD", 0.02)].tail
+    methods = ("D-PSGD", "ECD-PSGD", "CHOCO-SGD", "DCD-PSGD")
+    free = ("D-PSGD", "CHOCO-SGD")
+    both = _small_tuning(_builders(*methods), grid, stream_free=free)["pairs"]
+    for m in methods:
+        alone = _small_tuning(_builders(m), grid[::-1])["pairs"]
+        for g in grid:
+            assert both[(m, g)] == alone[(m, g)]
+        assert alone[(m, 0.01)].tail != alone[(m, 0.02)].tail
+    assert all(np.isfinite(both[("DCD-PSGD", g)].tail) for g in grid)
     prob = HeterogeneousLeastSquares(32, C.P, 0.0, noise=0.5, seed=0)
     other = C.tune_steps(
         prob, _builders("DCD-PSGD"), np.array(grid), steps=200, replicates=2, seed=6, target=0.3
     )["pairs"]
-    assert other[("DCD-PSGD", 0.01)].tail != alone[("DCD-PSGD", 0.01)].tail
+    assert other[("DCD-PSGD", 0.01)].tail != both[("DCD-PSGD", 0.01)].tail
 
 
-def test_an_extension_simulates_only_its_new_pairs(monkeypatch):
-    """Every (method, gamma) pair is simulated once, alone, however many times the grid is
-    extended: the simulate calls are exactly the pairs of the final grids."""
+def test_a_random_method_declared_stream_free_would_change_its_numbers():
+    """Negative control of the shared calls: DCD-PSGD (QSGD draws) wrongly declared
+    ``stream_free`` runs behind ECD-PSGD's pair, on the stream of position 1, and its scores
+    are no longer those it has alone."""
+    grid = [0.01]
+    shared = _small_tuning(_builders("ECD-PSGD", "DCD-PSGD"), grid, stream_free=("DCD-PSGD",))[
+        "pairs"
+    ]
+    alone = _small_tuning(_builders("DCD-PSGD"), grid)["pairs"]
+    assert shared[("DCD-PSGD", 0.01)] != alone[("DCD-PSGD", 0.01)]
+
+
+@pytest.mark.parametrize("free", [(), ("D-PSGD",)])
+def test_an_extension_simulates_only_its_new_pairs(monkeypatch, free):
+    """Every (method, gamma) pair is simulated once however many times the grid is extended:
+    the simulated pairs are exactly those of the final grids. Without ``stream_free`` each
+    call runs one pair; with D-PSGD declared stream-free its pairs share the calls, behind at
+    most one DCD-PSGD pair (first), so there are fewer calls than pairs."""
     calls: list[list[str]] = []
     simulate = C.simulate_quiet
 
@@ -313,12 +340,18 @@ def test_an_extension_simulates_only_its_new_pairs(monkeypatch):
         return simulate(prob, algos, **kw)
 
     monkeypatch.setattr(C, "simulate_quiet", counting)
-    tuned = _two_method_tuning(np.array([0.01, 0.02]), 5)
+    tuned = _two_method_tuning(np.array([0.01, 0.02]), 5, stream_free=free)
     assert tuned["extensions"] >= 2
-    names = [c[0] for c in calls]
-    assert all(len(c) == 1 for c in calls) and len(set(names)) == len(names)
+    names = [name for c in calls for name in c]
+    assert len(set(names)) == len(names)
     expected = {C._config_name(m, g) for m, gs in tuned["grid"].items() for g in gs}
     assert set(names) == expected and len(tuned["pairs"]) == len(names)
+    drawing = [[n for n in c if n.startswith("DCD-PSGD")] for c in calls]
+    assert all(len(d) <= 1 and (not d or c[0] == d[0]) for c, d in zip(calls, drawing))
+    if free:
+        assert len(calls) < len(names)
+    else:
+        assert all(len(c) == 1 for c in calls)
 
 
 class _Scored:
@@ -337,12 +370,12 @@ def _synthetic_tuning(
     diverges) and bits to target ``bits[label](gamma)`` (default infinite: not reached)
     instead of a simulation."""
 
-    def fake(prob, builder, label, g, *rest):
+    def score(label: str, g: float) -> C.PairScore:
         e = float(tails[label](g))
         b = float(bits[label](g)) if bits else float("inf")
         return C.PairScore(e, b, not np.isfinite(e))
 
-    monkeypatch.setattr(C, "_run_pair", fake)
+    monkeypatch.setattr(C, "_run_pairs", lambda prob, b, new, *rest: {p: score(*p) for p in new})
     return C.tune_steps(
         _Scored(),
         dict.fromkeys(tails),
