@@ -136,6 +136,20 @@ def test_portable_compare_rules(tmp_path):
         assert len(rep.problems) == 1, (name, rep.problems)
 
 
+def test_portable_compare_scale_is_the_columns_typical_value(tmp_path):
+    pc = _compare_module()
+    # a long-format column: a diverging run's 1e12 beside errors of 1e-3; a 1 % move of an
+    # error is caught (the tolerance follows the median, not the largest value) ...
+    col = [1e12, 2e-3, 3e-3, 4e-3, 0.0]
+    here = _write(tmp_path / "here.csv", {"mean": col})
+    moved = _write(tmp_path / "moved.csv", {"mean": [1e12, 2.02e-3, 3e-3, 4e-3, 0.0]})
+    assert len(pc.compare_csv(here, moved).problems) == 1
+    # ... while a residue of a value that is zero by construction may move (error of its
+    # operands' scale, 1e-33 here against values of 1e-3)
+    residue = _write(tmp_path / "residue.csv", {"mean": [1e12, 2e-3, 3e-3, 4e-3, 1e-33]})
+    assert pc.compare_csv(here, residue).problems == []
+
+
 def test_portable_compare_checks_and_missing_files(tmp_path):
     pc = _compare_module()
     a, b = tmp_path / "a", tmp_path / "b"

@@ -11,10 +11,13 @@ none of it in numba's kernels, NumPy's loops or OpenBLAS).  Then it compares:
 
   - text, integer and boolean columns (configurations, counts, steps, bits, divergence counts,
     brackets written as labels): **exactly**; a difference is a decision taken otherwise;
-  - float columns: ``|a - b| <= EPS max(|a|, |b|, s)``, ``s`` the largest ``|value|`` of the
-    column in either run (the scale of the operands, for the columns that are differences or
-    standard errors of larger values), with ``EPS`` derived below; equal NaN and infinities
-    agree.
+  - float columns: ``|a - b| <= EPS max(|a|, |b|, s)`` with ``EPS`` derived below and ``s``
+    the median ``|value|`` of the column's finite non-zero values in both runs: the scale of
+    the operands of a value that cancels (a difference or a spread that is zero by
+    construction, left as a residue of ``1e-17`` or ``1e-33``), whose error is relative to
+    its operands, not to itself; the median, not the largest value, so that a column mixing
+    metrics of different sizes (long-format CSVs; a diverging run's ``1e12``) keeps the
+    tolerance of its typical value.  Equal NaN and infinities agree.
 
 ``EPS`` is the floating-point error of the computations that may differ between CPUs, as found
 by the measurements of issue 36 (``README.md``, "Same numbers on any CPU"): the BLAS's dot
@@ -107,8 +110,9 @@ def compare_csv(here: Path, there: Path) -> CsvReport:
                 diff = np.abs(xv - yv)
                 mag = np.maximum(np.abs(xv), np.abs(yv))
                 rel = np.where(same, 0.0, diff / mag)
-                finite = np.concatenate([np.abs(xv[np.isfinite(xv)]), np.abs(yv[np.isfinite(yv)])])
-                scale = float(finite.max()) if finite.size else 0.0
+                mags = np.abs(np.concatenate([xv, yv]))
+                mags = mags[np.isfinite(mags) & (mags > 0)]
+                scale = float(np.median(mags)) if mags.size else 0.0
                 ok = same | (np.isfinite(diff) & (diff <= EPS * np.maximum(mag, scale)))
             rel = np.where(np.isfinite(rel), rel, np.inf)
             rep.max_rel = max(rep.max_rel, float(rel.max()) if rel.size else 0.0)
@@ -116,7 +120,7 @@ def compare_csv(here: Path, there: Path) -> CsvReport:
                 i = int(np.argmax(~ok))
                 rep.problems.append(
                     f"column {col}: {int((~ok).sum())} value(s) beyond {EPS:.2g} (relative, or "
-                    f"of the column's scale {scale:.3g}); row {i}: {xv[i]!r} here, {yv[i]!r} "
+                    f"of the column's median scale {scale:.3g}); row {i}: {xv[i]!r} here, {yv[i]!r} "
                     "portable"
                 )
         else:
