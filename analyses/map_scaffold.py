@@ -50,8 +50,8 @@ import pandas as pd
 import convkit as ck
 from convkit import verdicts as V
 from convkit.maps import Axis, MapPoint, MapResult, map_claim, run_map
-from convkit.maps.figure import plot_map
-from convkit.plotting import plain
+from convkit.maps.figure import draw_map
+from convkit.plotting import legend_outside, plain
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 
 TITLE = (
@@ -169,15 +169,34 @@ def map_result(data: pd.DataFrame, design: str) -> MapResult:
     return MapResult(claim, x, y, settings, pts, cr)
 
 
-def _symmetric_colours(ax: Any, centre: float) -> None:
+def symmetric_colours(ax: Any, centre: float, reciprocal: bool = False) -> None:
     """The colour field's scale made symmetric about ``centre`` (the same colour for the same
-    distance on either side), so that a ratio of 1.004 is not drawn as deep as 0.005."""
+    distance on either side, so that a ratio of 1.004 is not drawn as deep as 0.005), or with
+    ``reciprocal`` symmetric in the ratio's logarithm (``r`` and ``1 / r`` equally deep), and
+    the grid points' verdict markers drawn again above the boundary's layers."""
     from matplotlib.collections import QuadMesh
     from matplotlib.colors import TwoSlopeNorm
 
     mesh = next(m for m in ax.collections if isinstance(m, QuadMesh))
-    span = max(centre - mesh.norm.vmin, mesh.norm.vmax - centre)
-    mesh.set_norm(TwoSlopeNorm(vcenter=centre, vmin=centre - span, vmax=centre + span))
+    lo, hi = mesh.norm.vmin, mesh.norm.vmax
+    if reciprocal and lo > 0:
+        lo, hi = min(lo, centre**2 / hi), max(hi, centre**2 / lo)
+    else:
+        span = max(centre - lo, hi - centre)
+        lo, hi = centre - span, centre + span
+    mesh.set_norm(TwoSlopeNorm(vcenter=centre, vmin=lo, vmax=hi))
+
+
+def redraw_markers(ax: Any, res: MapResult) -> None:
+    """The grid points' verdict markers drawn again above the boundary's bars and band."""
+    from convkit.maps.figure import VERDICT_MARKERS
+
+    g = res.grid_points()
+    for verdict, sub in g.groupby("verdict"):
+        style = {k: v for k, v in VERDICT_MARKERS.get(verdict, {}).items() if k != "label"}
+        if style:
+            ax.scatter(sub[res.x.name], sub[res.y.name], s=28, linewidths=1.1, zorder=8,
+                       **style)  # fmt: skip
 
 
 def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
@@ -190,8 +209,9 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         c = float(_part(data, design, "derived").c.iloc[0])
         fig, ax = plt.subplots(figsize=(8.2, 5.8))
         path = outdir / f"map_scaffold_{design}.png"
-        plot_map(res, path, ax=ax)
-        _symmetric_colours(ax, 1.0)
+        draw_map(res, ax)
+        symmetric_colours(ax, 1.0)
+        redraw_markers(ax, res)
         note = (
             "SCAFFOLD paper: upper bounds with unspecified constants, no predicted boundary"
             if 0 < c < math.inf
@@ -206,6 +226,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
             f"claim: ratio < 1",
             fontsize=9,
         )
+        legend_outside(ax, where="below", ncol=3)
         fig.tight_layout()
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
