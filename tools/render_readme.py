@@ -233,8 +233,9 @@ def _checks_value(expr: str, src: Sources) -> str:
         result, index = m.group(1), int(m.group(2))
     hits = [r for r in rows if r.get("result") == result]
     if not hits:  # a declared claim by its short id: <analysis>.<short id>
-        result = f"{analysis}.{result}"
-        hits = [r for r in rows if r.get("result") == result]
+        hits = [r for r in rows if r.get("result") == f"{analysis}.{result}"]
+        if hits:
+            result = f"{analysis}.{result}"
     if not hits:
         results = sorted({r.get("result", "") for r in rows})
         raise RenderError(
