@@ -214,7 +214,9 @@ def test_quick_heterogeneous_study():
     _same_run_when_same_step(data)
     rows = M.checks(data)
     assert all(r["verdict"] in VERDICTS for r in rows)
-    ranking = [r for r in rows if r["result"] == "decentralized_heterogeneous.ranking_by_tuning_rule"]
+    ranking = [
+        r for r in rows if r["result"] == "decentralized_heterogeneous.ranking_by_tuning_rule"
+    ]
     n_settings = len(data.drop_duplicates(["problem", "split", "topology"]))
     assert len(ranking) == n_settings
     assert any(r["result"] == "decentralized_heterogeneous.tuning_changes_ranking" for r in rows)
@@ -263,7 +265,9 @@ def test_committed_tuning_is_uncensored_at_both_ends():
         assert r.gamma == tail.loc[(r.problem, r.split, r.topology, r.method), "gamma"]
         assert {r.step_above, r.step_below} <= {"diverges", "not reached", "cap"}
         assert r.step_below != "cap" or r.no_gain
-    row = [r for r in M.checks(data) if r["result"] == "decentralized_heterogeneous.steps_inside_grid"]
+    row = [
+        r for r in M.checks(data) if r["result"] == "decentralized_heterogeneous.steps_inside_grid"
+    ]
     assert len(row) == 1 and row[0]["verdict"] == "holds"
 
 
