@@ -215,13 +215,12 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         note = (
             "SCAFFOLD paper: upper bounds with unspecified constants, no predicted boundary"
             if 0 < c < math.inf
-            else f"no boundary: derived c = {c:.3g} <= 0 (SCAFFOLD worse at every zeta^2, "
-            "sigma^2); paper: no predicted boundary"
+            else f"no boundary: derived c = {c:.3g} < 0 (SCAFFOLD worse everywhere); paper: none"
         )
         ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=7.5, va="bottom",
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
         ax.set_title(
-            f"{QUANTITY} ({design} noise), exact; same step gamma={GAMMA:g}, rounds every "
+            f"{QUANTITY} ({'additive noise' if design == 'additive' else 'Gaussian design'}), exact; same step gamma={GAMMA:g}, rounds every "
             f"K={K}\nd={D}, P={P}, delta={DELTA:g}, n={res.settings['n']}, theta0=theta*; "
             f"claim: ratio < 1",
             fontsize=9,
