@@ -32,7 +32,9 @@ __all__ = [
     "check_in",
     "check_int",
     "check_real",
+    "check_seed",
     "flag",
+    "seed",
     "instance",
     "integer",
     "options",
@@ -101,6 +103,18 @@ def check_in(name: str, value: Any, allowed: tuple | list | set) -> Any:
     return value
 
 
+def check_seed(name: str, value: Any) -> int:
+    """``value`` as a seed of NumPy's ``SeedSequence``: an integer ``>= 0`` (``TypeError`` /
+    ``ValueError`` naming ``name`` otherwise)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an integer >= 0, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {int(value)}")
+    return int(value)
+
+
 def check_finite_array(name: str, arr: Any) -> Any:
     """Raise if a dense or sparse array holds NaN or infinity."""
     data = arr.data if hasattr(arr, "tocsr") else np.asarray(arr)
@@ -123,7 +137,7 @@ REQUIRED: Any = _Required()
 
 #: the kinds of :class:`Parameter`: an integer or a real number in an interval, a boolean, a
 #: string, one of fixed options, or an object its class parses (a schedule, a topology...)
-PARAMETER_KINDS = ("int", "real", "bool", "str", "options", "object")
+PARAMETER_KINDS = ("int", "real", "bool", "str", "options", "seed", "object")
 
 
 @dataclass(frozen=True)
@@ -193,6 +207,8 @@ class Parameter:
             return value
         if self.kind == "options":
             return check_in(shown, value, self.options)
+        if self.kind == "seed":
+            return check_seed(shown, value)
         return value
 
     def allowed(self) -> str:
@@ -217,6 +233,8 @@ class Parameter:
             return f"a string{none}"
         if self.kind == "options":
             return f"one of {list(self.options)}{none}"
+        if self.kind == "seed":
+            return f"integer >= 0{none}"
         return (self.doc or "an object") + none
 
     def invalid_values(self) -> tuple[Any, ...]:
@@ -239,6 +257,8 @@ class Parameter:
             return (5,)
         if self.kind == "options":
             return ("no-such-option",)
+        if self.kind == "seed":
+            return (-1, "1", 1.5)
         return self.wrong
 
 
@@ -267,6 +287,11 @@ def text(**kw: Any) -> Parameter:
     return Parameter("str", **kw)
 
 
+def seed(**kw: Any) -> Parameter:
+    """A ``seed`` :class:`Parameter`: an integer ``>= 0`` (:func:`check_seed`)."""
+    return Parameter("seed", **kw)
+
+
 def instance(doc: str, *, wrong: tuple[Any, ...], **kw: Any) -> Parameter:
     """An ``object`` :class:`Parameter` its class parses (``doc``: what it must be; ``wrong``:
     values the class refuses)."""
@@ -284,6 +309,9 @@ class Declared:
     replace one setting at a time by an invalid value)."""
 
     parameters: ClassVar[Mapping[str, Parameter]] = {}
+    #: declared parameters the constructor fixes itself (a subclass passing ``loss`` to its
+    #: base's constructor, taking the rest as ``**kwargs``)
+    fixed_parameters: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def declared(cls) -> dict[str, Parameter]:
@@ -302,7 +330,7 @@ class Declared:
         declared = cls.declared()
         params = inspect.signature(cls).parameters
         if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            return declared
+            return {k: v for k, v in declared.items() if k not in cls.fixed_parameters}
         return {name: declared[name] for name in params if name in declared}
 
     @classmethod

@@ -40,25 +40,13 @@ ALGORITHM_PARAMS = {
 }
 
 
-def _data(loss: str) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((24, D))
-    y = A @ np.ones(D) + 0.1 * rng.standard_normal(24)
-    return A, (np.sign(y) if loss == "logistic" else y)
-
-
-#: small parameters of every registered problem kind (a kind missing here fails the test)
+#: small parameters of every registered problem kind: the kind's example (its class's
+#: ``example_settings``, or the example of the class-method constructor it stands for); a
+#: kind without one fails the test
 PROBLEM_PARAMS = {
-    "finite_least_squares": lambda: dict(zip(("A", "y"), _data("squared"), strict=True)),
-    "finite_logistic": lambda: dict(zip(("A", "y"), _data("logistic"), strict=True), lam=0.1),
-    "finite_sum": lambda: dict(
-        zip(("A", "y"), _data("squared"), strict=True), sampling="reshuffle"
-    ),
-    "heterogeneous_least_squares": lambda: dict(d=D, workers=P, zeta2=1.0, noise=0.5),
-    "heterogeneous_logistic": lambda: dict(d=D, workers=P, zeta2=0.05, feature_shift=0.5),
-    "least_squares": lambda: dict(d=D, spectrum="1/i"),
-    "logistic_regression": lambda: dict(h=np.ones(D), eval_size=512),
-    "logistic_regression_gaussian": lambda: dict(d=D, eval_size=512),
+    name: kind.example
+    for name in kinds("problem")
+    if (kind := _lookup("problem", name)).example is not None
 }
 
 
@@ -92,14 +80,14 @@ def _problems() -> list[tuple[str, Problem]]:
 
 
 def test_every_registered_kind_is_in_the_contract_tables():
-    how = "give it small parameters in PROBLEM_PARAMS of this file"
+    how = "declare example_settings on the class (convkit.validation.Declared)"
     missing = set(kinds("algorithm")) - set(ALGORITHM_PARAMS)
     assert not missing, (
         f"registered algorithm kinds without an example: {missing}; declare example_settings "
         "on the class (convkit.validation.Declared)"
     )
     missing = set(kinds("problem")) - set(PROBLEM_PARAMS)
-    assert not missing, f"registered problem kinds outside the contract test: {missing}; {how}"
+    assert not missing, f"registered problem kinds without an example: {missing}; {how}"
     assert set(ALGORITHM_PARAMS) <= set(kinds("algorithm"))
     assert set(PROBLEM_PARAMS) <= set(kinds("problem"))
     exported = {

@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from ..backend import RandomStream, namespace_of
+from ..validation import Declared
 
-__all__ = ["METRICS", "GradientOracle", "Problem", "as_float_array", "check_seed"]
+__all__ = ["METRICS", "GradientOracle", "Problem", "as_float_array"]
 
 #: Error metrics every problem reports, in this order.
 METRICS: tuple[str, ...] = ("excess_risk", "hnorm2", "dist2")
@@ -50,19 +51,7 @@ def as_float_array(name: str, value: Any) -> np.ndarray:
         raise TypeError(f"{name} must be an array of real numbers, got {got}") from None
 
 
-def check_seed(name: str, value: Any) -> int:
-    """``value`` as a seed of NumPy's ``SeedSequence``: an integer ``>= 0`` (``TypeError`` /
-    ``ValueError`` naming ``name`` otherwise)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= 0, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {int(value)}")
-    return int(value)
-
-
-class Problem(ABC):
+class Problem(Declared, ABC):
     """Base class of convkit problems (see the module docstring for the protocol)."""
 
     #: dimension

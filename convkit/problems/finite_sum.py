@@ -46,14 +46,21 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .._jit import cacheable
 from .._kernel_switch import compiled
 from ..backend import RandomStream, namespace_of, to_numpy
-from ..validation import check_finite_array, check_in, check_real
+from ..validation import (
+    Parameter,
+    check_finite_array,
+    instance,
+    options,
+    real,
+    text,
+)
 from .base import Problem
 from .logistic import bernoulli_kl_logits, sigmoid
 
@@ -97,6 +104,30 @@ class FiniteSum(Problem):
         Optional data-set name (for :meth:`describe`).
     """
 
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "A": instance("the (n, d) data matrix, dense or sparse, finite",
+                      wrong=(np.full((3, 2), np.nan), np.ones(3))),
+        "y": instance("targets of shape (n,), finite (labels in {-1, +1} for the logistic loss)",
+                      wrong=(np.ones(2), np.full(24, np.nan))),
+        "loss": options(*LOSSES, default="squared", doc="the loss"),
+        "lam": real(low=0, default=0.0, doc="ridge penalty lambda"),
+        "sampling": options(*SAMPLINGS, default="replacement", doc="how rows are drawn"),
+        "partition": instance("one array of row indices per worker", default=None,
+                              optional=True, wrong=([np.array([99])], [])),
+        "tol": real(low=0, low_inclusive=False, default=1e-10,
+                    doc="gradient-norm tolerance of the solve for theta*"),
+        "name": text(default=None, optional=True, doc="data-set name"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """24 rows of four Gaussian features, targets of a linear model with noise 0.1, rows
+        drawn by reshuffling."""
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((24, 4))
+        y = A @ np.ones(4) + 0.1 * rng.standard_normal(24)
+        return {"A": A, "y": y, "sampling": "reshuffle"}
+
     def __init__(
         self,
         A: Any,
@@ -108,11 +139,11 @@ class FiniteSum(Problem):
         tol: float = 1e-10,
         name: str | None = None,
     ) -> None:
-        self.loss_kind = check_in("loss", loss, LOSSES)
-        self.lam = check_real("lam", lam, low=0)
-        self.sampling = check_in("sampling", sampling, SAMPLINGS)
-        self.tol = check_real("tol", tol, low=0, low_inclusive=False)
-        self.name = name
+        self.loss_kind = self.checked("loss", loss)
+        self.lam = self.checked("lam", lam)
+        self.sampling = self.checked("sampling", sampling)
+        self.tol = self.checked("tol", tol)
+        self.name = self.checked("name", name)
         if _is_sparse(A):
             A = A.tocsr().astype(np.float64)
             A.sum_duplicates()
@@ -580,12 +611,27 @@ class FiniteSum(Problem):
 class FiniteLeastSquares(FiniteSum):
     """Finite-sum least squares ``(1/n) sum_i (<a_i, theta> - y_i)^2 / 2 + lam/2 ||theta||^2``."""
 
+    fixed_parameters = ("loss",)
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """The finite sum's example, rows drawn with replacement."""
+        return {**super().example_settings(), "sampling": "replacement"}
+
     def __init__(self, A: Any, y: Any, lam: float = 0.0, **kwargs: Any) -> None:
         super().__init__(A, y, loss="squared", lam=lam, **kwargs)
 
 
 class FiniteLogistic(FiniteSum):
     """Finite-sum logistic regression ``(1/n) sum_i log(1 + exp(-y_i <a_i, theta>)) + lam/2 ||theta||^2``."""
+
+    fixed_parameters = ("loss",)
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """The finite sum's example with the targets' signs and ridge 0.1."""
+        out = super().example_settings()
+        return {**out, "y": np.sign(out["y"]), "lam": 0.1}
 
     def __init__(self, A: Any, y: Any, lam: float = 0.0, **kwargs: Any) -> None:
         super().__init__(A, y, loss="logistic", lam=lam, **kwargs)

@@ -84,14 +84,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..backend import RandomStream, namespace_of
-from ..validation import check_in, check_int, check_real
+from ..validation import (
+    Parameter,
+    instance,
+    integer,
+    options,
+    real,
+    seed,
+)
 from ._heterogeneous_kernel import node_error_sums, node_ls_sgd_update
-from .base import Problem, as_float_array, check_seed
+from .base import Problem, as_float_array
 from .least_squares import spectrum as _spectrum
 
 __all__ = ["NODE_METRICS", "HeterogeneousLeastSquares", "NodeBatch", "node_spectra"]
@@ -194,6 +201,29 @@ class HeterogeneousLeastSquares(Problem):
     heterogeneous = True
     node_metrics = NODE_METRICS
 
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "d": integer(low=1, doc="dimension"),
+        "workers": integer(low=1, doc="number of nodes P"),
+        "zeta2": real(low=0, doc="heterogeneity zeta^2 of the node optima"),
+        "spectrum": instance("eigenvalues: 'flat', '1/i', '1/i^2', 'kappa:K', a function or "
+                             "an array", default="flat", wrong=("sharp", "kappa:x")),
+        "noise": real(low=0, default=1.0, doc="label noise standard deviation sigma"),
+        "theta_star": instance(
+            "the optimum: a finite vector of shape (d,)", default=None, optional=True,
+            wrong=([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],),
+        ),
+        "seed": seed(default=0, doc="seed of the instance"),
+        "hessian_dissimilarity": real(low=0, default=0.0, doc="dissimilarity of node Hessians"),
+        "node_spectra": instance("one spectrum per node, (P, d)", default=None, optional=True,
+                                 wrong=(np.ones((2, 4)),)),
+        "design": options("gaussian", "additive", default="gaussian", doc="the features' law"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Four coordinates, four nodes, zeta^2 = 1, label noise 0.5."""
+        return {"d": 4, "workers": 4, "zeta2": 1.0, "noise": 0.5}
+
     def __init__(
         self,
         d: int,
@@ -207,10 +237,10 @@ class HeterogeneousLeastSquares(Problem):
         node_spectra: Any = None,
         design: str = "gaussian",
     ) -> None:
-        self.d = check_int("d", d, low=1)
-        self.P = check_int("workers", workers, low=1)
-        self.zeta2 = check_real("zeta2", zeta2, low=0)
-        delta = check_real("hessian_dissimilarity", hessian_dissimilarity, low=0)
+        self.d = self.checked("d", d)
+        self.P = self.checked("workers", workers)
+        self.zeta2 = self.checked("zeta2", zeta2)
+        delta = self.checked("hessian_dissimilarity", hessian_dissimilarity)
         if self.zeta2 > 0 and self.P < 2:
             raise ValueError(
                 f"zeta2 = {self.zeta2:g} > 0 needs workers >= 2 (one node cannot disagree with "
@@ -226,9 +256,9 @@ class HeterogeneousLeastSquares(Problem):
                 "give either node_spectra or hessian_dissimilarity > 0, not both (got "
                 f"hessian_dissimilarity = {delta:g} with node_spectra)"
             )
-        self.noise = check_real("noise", noise, low=0)
-        self.design = check_in("design", design, ("gaussian", "additive"))
-        self.seed = check_seed("seed", seed)
+        self.noise = self.checked("noise", noise)
+        self.design = self.checked("design", design)
+        self.seed = self.checked("seed", seed)
         self.h = _spectrum(spectrum, self.d)
         self.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
         node_h = self._node_spectra(node_spectra, delta)

@@ -82,13 +82,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..backend import RandomStream, namespace_of, to_numpy
-from ..validation import check_int, check_real
-from .base import Problem, as_float_array, check_seed
+from ..validation import Parameter, instance, integer, real, seed
+from .base import Problem, as_float_array
 from .heterogeneous import NODE_METRICS, node_spectra
 from .least_squares import spectrum as _spectrum
 from .logistic import LogisticBatch, LogisticSteps, bernoulli_kl_logits, labelled_batch, sigmoid
@@ -158,6 +158,25 @@ class HeterogeneousLogistic(LogisticSteps, Problem):
     heterogeneous = True
     node_metrics = NODE_METRICS
 
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "d": integer(low=1, doc="dimension"),
+        "workers": integer(low=1, doc="number of nodes P"),
+        "zeta2": real(low=0, default=0.0, doc="target heterogeneity zeta^2 of the node optima"),
+        "feature_shift": real(low=0, default=0.0, doc="shift of the nodes' feature means"),
+        "covariance_dissimilarity": real(low=0, default=0.0,
+                                         doc="dissimilarity of the nodes' covariances"),
+        "spectrum": instance("eigenvalues: 'flat', '1/i', '1/i^2', 'kappa:K', a function or "
+                             "an array", default="flat", wrong=("sharp", "kappa:x")),
+        "beta": instance("the labels' shared parameter, a finite vector of shape (d,)",
+                         default=None, optional=True, wrong=([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],)),
+        "seed": seed(default=0, doc="seed of the instance"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Four coordinates, four nodes, zeta^2 = 0.05, feature shift 0.5."""
+        return {"d": 4, "workers": 4, "zeta2": 0.05, "feature_shift": 0.5}
+
     def __init__(
         self,
         d: int,
@@ -169,18 +188,18 @@ class HeterogeneousLogistic(LogisticSteps, Problem):
         beta: Any = None,
         seed: int = 0,
     ) -> None:
-        self.d = check_int("d", d, low=1)
-        self.P = check_int("workers", workers, low=1)
-        self.zeta2_target = check_real("zeta2", zeta2, low=0)
-        self.feature_shift = check_real("feature_shift", feature_shift, low=0)
-        cov_dis = check_real("covariance_dissimilarity", covariance_dissimilarity, low=0)
+        self.d = self.checked("d", d)
+        self.P = self.checked("workers", workers)
+        self.zeta2_target = self.checked("zeta2", zeta2)
+        self.feature_shift = self.checked("feature_shift", feature_shift)
+        cov_dis = self.checked("covariance_dissimilarity", covariance_dissimilarity)
         if self.P < 2 and (self.zeta2_target > 0 or self.feature_shift > 0 or cov_dis > 0):
             raise ValueError(
                 "zeta2, feature_shift and covariance_dissimilarity must be 0 with workers = 1 "
                 f"(one node is the network), got zeta2 = {self.zeta2_target:g}, feature_shift "
                 f"= {self.feature_shift:g}, covariance_dissimilarity = {cov_dis:g}"
             )
-        self.seed = check_seed("seed", seed)
+        self.seed = self.checked("seed", seed)
         self.noise = None
         self.spectrum_spec = spectrum if isinstance(spectrum, str) else "custom"
         sbar = _spectrum(spectrum, self.d)

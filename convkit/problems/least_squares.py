@@ -26,14 +26,23 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .._kernels import ls_sgd_update
 from ..backend import RandomStream, namespace_of
-from ..validation import check_in, check_int, check_real
-from .base import Problem, as_float_array, check_seed
+from ..validation import (
+    Parameter,
+    check_int,
+    check_real,
+    check_seed,
+    instance,
+    options,
+    real,
+    seed,
+)
+from .base import Problem, as_float_array
 
 __all__ = ["LeastSquares", "spectrum"]
 
@@ -169,6 +178,25 @@ class LeastSquares(Problem):
         ``E||theta*||^2 = 1``).
     """
 
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "h": instance("eigenvalues of H: a non-empty 1-D array, finite and > 0",
+                      wrong=([1.0, 0.0], [[1.0]], "flat")),
+        "noise": real(low=0, default=1.0, doc="label noise standard deviation sigma"),
+        "design": options(*DESIGNS, default="gaussian", doc="the features' law"),
+        "Q": instance("orthonormal eigenvectors of H, a (d, d) matrix", default=None,
+                      optional=True, wrong=(np.eye(3), 2 * np.eye(4))),
+        "theta_star": instance(
+            "the optimum: a finite vector of shape (d,)", default=None, optional=True,
+            wrong=([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],),
+        ),
+        "seed": seed(default=0, optional=True, doc="seed of theta* (when not given)"),
+    }  # fmt: skip
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Four coordinates with eigenvalues 1/i and label noise 0.5."""
+        return {"h": 1.0 / np.arange(1.0, 5.0), "noise": 0.5}
+
     def __init__(
         self,
         h: Any,
@@ -184,14 +212,14 @@ class LeastSquares(Problem):
         if not np.all(np.isfinite(self.h)) or np.any(self.h <= 0):
             raise ValueError("h (eigenvalues of H) must be finite and > 0")
         self.d = int(self.h.size)
-        self.noise = check_real("noise", noise, low=0)
-        self.design = check_in("design", design, DESIGNS)
+        self.noise = self.checked("noise", noise)
+        self.design = self.checked("design", design)
         if Q is not None:
             Q = np.asarray(Q, dtype=np.float64)
             if Q.shape != (self.d, self.d) or not np.allclose(Q.T @ Q, np.eye(self.d), atol=1e-10):
                 raise ValueError(f"Q must be an orthogonal ({self.d}, {self.d}) matrix")
         self.Q = Q
-        self.seed = None if seed is None else check_seed("seed", seed)
+        self.seed = self.checked("seed", seed)
         if theta_star is None:
             rng = np.random.default_rng(np.random.SeedSequence([0 if seed is None else seed, 1]))
             theta_star = rng.standard_normal(self.d) / np.sqrt(self.d)

@@ -53,14 +53,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .._logistic_kernels import kl_quadrature, logistic_sgd_update
 from ..backend import RandomStream, namespace_of, to_numpy
-from ..validation import check_in, check_int
-from .base import Problem, as_float_array, check_seed
+from ..validation import (
+    Parameter,
+    instance,
+    integer,
+    options,
+    seed,
+)
+from .base import Problem, as_float_array
 from .least_squares import _random_orthogonal, covariance
 from .least_squares import spectrum as _spectrum_of
 
@@ -180,6 +186,32 @@ class LogisticRegression(LogisticSteps, Problem):
         Seeds ``theta_star`` (when not given) and the evaluation sample.
     """
 
+    parameters: ClassVar[dict[str, Parameter]] = {
+        "h": instance("eigenvalues of the features' covariance: a non-empty 1-D array, finite "
+                      "and > 0", wrong=([1.0, 0.0], [[1.0]], "flat")),
+        "Q": instance("orthonormal eigenvectors, a (d, d) matrix", default=None, optional=True,
+                      wrong=(np.eye(3), 2 * np.eye(4))),
+        "theta_star": instance(
+            "the optimum: a finite vector of shape (d,)", default=None, optional=True,
+            wrong=([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],),
+        ),
+        "eval_size": integer(low=2, default=65536, doc="held-out samples of the sampled metrics"),
+        "n_quad": integer(low=2, high=400, default=48, doc="Gauss-Hermite nodes per axis"),
+        "excess_risk": options("quadrature", "sample", default="quadrature",
+                               doc="how the excess risk is computed"),
+        "seed": seed(default=0, optional=True, doc="seed of theta* and the held-out samples"),
+    }  # fmt: skip
+    #: small settings of the kinds its class-method constructors register (the sweep
+    #: registry's ``logistic_regression_gaussian``)
+    constructor_examples: ClassVar[dict[str, dict[str, Any]]] = {
+        "gaussian": {"d": 4, "eval_size": 512}
+    }
+
+    @classmethod
+    def example_settings(cls) -> dict[str, Any]:
+        """Four coordinates of unit variance, 512 held-out samples."""
+        return {"h": np.ones(4), "eval_size": 512}
+
     def __init__(
         self,
         h: Any,
@@ -190,7 +222,7 @@ class LogisticRegression(LogisticSteps, Problem):
         excess_risk: str = "quadrature",
         seed: int | None = 0,
     ) -> None:
-        self.h = np.asarray(h, dtype=np.float64)
+        self.h = as_float_array("h", h)
         if self.h.ndim != 1 or self.h.size < 1:
             raise ValueError(f"h must be a non-empty 1-D array, got shape {self.h.shape}")
         if not np.all(np.isfinite(self.h)) or np.any(self.h <= 0):
@@ -201,10 +233,10 @@ class LogisticRegression(LogisticSteps, Problem):
             if Q.shape != (d, d) or not np.allclose(Q.T @ Q, np.eye(d), atol=1e-10):
                 raise ValueError(f"Q must be an orthogonal ({d}, {d}) matrix")
         self.Q = Q
-        self.seed = None if seed is None else check_seed("seed", seed)
-        self.eval_size = check_int("eval_size", eval_size, low=2)
-        self.n_quad = check_int("n_quad", n_quad, low=2, high=400)
-        self.excess_risk_method = check_in("excess_risk", excess_risk, ("quadrature", "sample"))
+        self.seed = self.checked("seed", seed)
+        self.eval_size = self.checked("eval_size", eval_size)
+        self.n_quad = self.checked("n_quad", n_quad)
+        self.excess_risk_method = self.checked("excess_risk", excess_risk)
         if theta_star is None:
             rng = np.random.default_rng(np.random.SeedSequence([0 if seed is None else seed, 1]))
             theta_star = rng.standard_normal(d) / np.sqrt(d)

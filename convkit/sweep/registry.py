@@ -154,6 +154,7 @@ _DECLARED_TYPES = {
     "bool": "bool",
     "str": "str",
     "options": "str",
+    "seed": "int",
     "object": "any",
 }
 
@@ -463,8 +464,12 @@ def _register_lazy() -> None:
                     continue
                 sub = f"{key}_{meth}"
                 if sub not in _REGISTRY.get(category, {}):
+                    examples = getattr(obj, "constructor_examples", {})
+                    example = None
+                    if meth in examples:
+                        example = (lambda settings: lambda: dict(settings))(examples[meth])
                     try:
-                        register(category, sub, getattr(obj, meth))
+                        register(category, sub, getattr(obj, meth), example=example)
                     except Exception:  # pragma: no cover
                         continue
     if "logistic_regression_gaussian" in _REGISTRY.get("problem", {}):
