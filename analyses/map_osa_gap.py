@@ -126,7 +126,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     from convkit.exact import stability_limit
-    from convkit.maps.figure import _edges, draw_map
+    from convkit.maps.figure import cell_edges, draw_map
     from convkit.problems.least_squares import LeastSquares
 
     res = results(data)
@@ -142,7 +142,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     legend_outside(axes[0], where="below", ncol=2)
     ax = axes[1]
     nstar = np.asarray(ex.field("N_star"), dtype=float)
-    mesh = ax.pcolormesh(_edges(ex.x), _edges(ex.y), np.log10(nstar), cmap="viridis",
+    mesh = ax.pcolormesh(cell_edges(ex.x), cell_edges(ex.y), np.log10(nstar), cmap="viridis",
                          shading="flat")  # fmt: skip
     fig.colorbar(mesh, ax=ax, pad=0.02).set_label("log10 N* (rounds within 1 + eps of MBA)")
     g = ex.grid_points()
@@ -156,7 +156,7 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         ax.plot(sub.position.to_numpy()[o], sub.fixed.to_numpy()[o], color="tab:orange", lw=2,
                 label="located boundary of the gap (left)")  # fmt: skip
     ax.set(xscale="log", xlabel=ex.claim.label("CL"), ylabel=ex.claim.label("alpha"),
-           xlim=(_edges(ex.x)[0], _edges(ex.x)[-1]), ylim=(_edges(ex.y)[0], _edges(ex.y)[-1]),
+           xlim=(cell_edges(ex.x)[0], cell_edges(ex.x)[-1]), ylim=(cell_edges(ex.y)[0], cell_edges(ex.y)[-1]),
            title=f"rounds needed N* (eps = {OSA_EPS:g}), T = 1e5, P = 8, n = 12500")  # fmt: skip
     legend_outside(ax, where="below", ncol=1)
     draw_map(res["monte_carlo"], axes[2])

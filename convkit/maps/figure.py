@@ -25,7 +25,7 @@ import numpy as np
 from convkit import verdicts as V
 from convkit.plotting import THEORY_STYLE, legend_outside
 
-__all__ = ["VERDICT_MARKERS", "draw_map", "plot_map"]
+__all__ = ["VERDICT_MARKERS", "cell_edges", "draw_map", "plot_map"]
 
 #: marker style of each verdict on the map
 VERDICT_MARKERS: dict[str, dict[str, Any]] = {
@@ -47,7 +47,7 @@ def _NullLocator() -> Any:  # noqa: N802 - a matplotlib class, imported when dra
     return NullLocator()
 
 
-def _edges(axis: Any) -> np.ndarray:
+def cell_edges(axis: Any) -> np.ndarray:
     """Cell edges around the grid values, midway in the axis' scale."""
     u = axis.to_scale(axis.values())
     mid = 0.5 * (u[1:] + u[:-1])
@@ -92,7 +92,7 @@ def draw_map(result: Any, ax: Any, log_colour: bool = False) -> Any:
     vmax = float(max(finite.max(), t)) if finite.size else t + 1
     span = max(vmax - vmin, 1e-12)
     vmin, vmax = min(vmin, t - 1e-3 * span), max(vmax, t + 1e-3 * span)
-    mesh = ax.pcolormesh(_edges(x), _edges(y), np.ma.masked_invalid(z), cmap="RdBu_r",
+    mesh = ax.pcolormesh(cell_edges(x), cell_edges(y), np.ma.masked_invalid(z), cmap="RdBu_r",
                          norm=TwoSlopeNorm(vcenter=t, vmin=vmin, vmax=vmax), shading="flat")  # fmt: skip
     cb = fig.colorbar(mesh, ax=ax, pad=0.02)
     cb.set_label(f"{label} (white: {t:.3g})")
@@ -130,8 +130,8 @@ def draw_map(result: Any, ax: Any, log_colour: bool = False) -> Any:
         if axis.n <= 8:  # a few grid values: label them, no minor ticks
             set_ticks(axis.values(), [f"{v:.3g}" for v in axis.values()])
             which.set_minor_locator(_NullLocator())
-    ax.set_xlim(_edges(x)[0], _edges(x)[-1])
-    ax.set_ylim(_edges(y)[0], _edges(y)[-1])
+    ax.set_xlim(cell_edges(x)[0], cell_edges(x)[-1])
+    ax.set_ylim(cell_edges(y)[0], cell_edges(y)[-1])
     ax.set_xlabel(claim.label(x.name))
     ax.set_ylabel(claim.label(y.name))
     side = "<" if claim.side == "below" else ">"
