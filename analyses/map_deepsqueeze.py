@@ -42,7 +42,6 @@ crossing's interval is its grid segment.
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -56,12 +55,22 @@ from analyses.decentralized_heterogeneous import bits_ratio
 from analyses.map_scaffold import redraw_markers, symmetric_colours
 from convkit import verdicts as V
 from convkit.compression import TopK
-from convkit.maps import Axis, MapPoint, MapResult, locate_crossings, map_claim, run_map
+from convkit.maps import (
+    Axis,
+    MapPoint,
+    MapResult,
+    locate_crossings,
+    map_claim,
+    result_frame,
+    result_from_frame,
+    run_map,
+)
 from convkit.maps.figure import draw_map
 from convkit.plotting import legend_outside, plain
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 from convkit.topology import Topology, from_graph
 
+REPO = Path(__file__).resolve().parents[1]
 TITLE = (
     "Regime map (Monte Carlo): bits to a target, DeepSqueeze / CHOCO-SGD, over top-k k/d and "
     "the spectral gap, heterogeneous least squares"
@@ -166,24 +175,30 @@ def deepsqueeze_vs_choco(kd: float, neighbours: float, n: int = 600, R: int = 8)
 
 
 def run(quick: bool = False) -> pd.DataFrame:
-    """The map's points and its crossings (``kind`` = point / crossing)."""
+    """The map's points and its crossings (``part`` = point / crossing, as :func:`convkit.maps.result_frame` writes them)."""
     x, y = AXES[quick]
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="map_deepsqueeze_") as tmp:
-        res = run_map(deepsqueeze_vs_choco, x, y, settings=RUNS[quick], out=tmp, refine=None)
-    seconds = time.perf_counter() - t0
+    res = run_map(deepsqueeze_vs_choco, x, y, settings=RUNS[quick], out=_cache(quick),
+                  refine=None)  # fmt: skip
     grid = {(float(r[x.name]), float(r[y.name])): r for r in res.points.to_dict("records")}
     # discrete axes: no point is evaluated between grid points (``evaluate`` returns none), so
     # each crossing's interval is its grid segment
     crossings = locate_crossings(x, y, grid, lambda new: {}, threshold=1.0, tol=0.5)
-    parts = [res.points.assign(kind="point"), pd.DataFrame(crossings).assign(kind="crossing")]
-    out = pd.concat(parts, ignore_index=True)
-    return out.assign(n=RUNS[quick]["n"], R=RUNS[quick]["R"], grid=f"{x.n}x{y.n}",
-                      seconds=seconds)  # fmt: skip
+    res.crossings = pd.DataFrame(crossings)
+    seconds = time.perf_counter() - t0
+    return result_frame(res).assign(n=RUNS[quick]["n"], R=RUNS[quick]["R"],
+                                    grid=f"{x.n}x{y.n}", seconds=seconds)  # fmt: skip
 
 
-def _part(data: pd.DataFrame, kind: str) -> pd.DataFrame:
-    return data[data.kind == kind].dropna(axis=1, how="all").reset_index(drop=True)
+def _cache(quick: bool) -> Path:
+    """The points' sweep cache (the analyses' cache directory, as the other maps')."""
+    from convkit.figures_progress import cache_dirs
+
+    return cache_dirs(REPO)[0] / "maps" / f"map_deepsqueeze-{'quick' if quick else 'full'}"
+
+
+def _part(data: pd.DataFrame, part: str) -> pd.DataFrame:
+    return data[data.part == part].dropna(axis=1, how="all").reset_index(drop=True)
 
 
 def map_result(data: pd.DataFrame) -> MapResult:
@@ -193,8 +208,7 @@ def map_result(data: pd.DataFrame) -> MapResult:
     nx_, ny = (int(v) for v in str(data.grid.iloc[0]).split("x"))
     x, y = (dataclasses.replace(a, n=k) for a, k in zip(AXES[False], (nx_, ny), strict=True))
     settings = {"n": int(data.n.iloc[0]), "R": int(data.R.iloc[0])}
-    cr = _part(data, "crossing")
-    return MapResult(deepsqueeze_vs_choco, x, y, settings, _part(data, "point"), cr)
+    return result_from_frame(deepsqueeze_vs_choco, x, y, settings, data)
 
 
 def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
@@ -204,8 +218,11 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
     pts = res.grid_points()
     fig, ax = plt.subplots(figsize=(8.2, 5.8))
     path = Path(outdir) / "map_deepsqueeze.png"
-    draw_map(res, ax)
-    symmetric_colours(ax, 1.0, reciprocal=True)
+    # log colours need positive ratios (0: only DeepSqueeze reached the target)
+    positive = bool(np.all(pts.measured[np.isfinite(pts.measured)] > 0))
+    draw_map(res, ax, log_colour=positive)
+    if positive:
+        symmetric_colours(ax)
     redraw_markers(ax, res)
     ms = sorted(pts.neighbours.unique())
     gaps = [float(pts[pts.neighbours == m].gap.iloc[0]) for m in ms]
@@ -276,7 +293,7 @@ def controls(data: pd.DataFrame) -> list[V.Control]:
     violated; it names as targets the claims the real data do not violate already."""
     dear = data.copy()
     for c in ("measured", "lo", "hi"):
-        dear.loc[dear.kind == "point", c] = dear.loc[dear.kind == "point", c] * 100.0
+        dear.loc[dear.part == "point", c] = dear.loc[dear.part == "point", c] * 100.0
     real = {r["result"]: r["verdict"] for r in checks.raw(data)}
     targets = tuple(
         _ID[s] for s in ("fewer_bits_somewhere", "fewer_bits_everywhere")

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -49,11 +48,20 @@ import pandas as pd
 
 import convkit as ck
 from convkit import verdicts as V
-from convkit.maps import Axis, MapPoint, MapResult, map_claim, run_map
+from convkit.maps import (
+    Axis,
+    MapPoint,
+    MapResult,
+    map_claim,
+    result_frame,
+    result_from_frame,
+    run_map,
+)
 from convkit.maps.figure import draw_map
 from convkit.plotting import legend_outside, plain
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 
+REPO = Path(__file__).resolve().parents[1]
 TITLE = (
     "Regime map (exact): err(SCAFFOLD) / err(Local-SGD) over zeta^2 and sigma^2, same step "
     "and rounds, additive noise and the Gaussian design"
@@ -119,31 +127,35 @@ def derived_ray(design: str, n: int) -> dict[str, float]:
     return {"A_scaffold": a_s, "A_local": a_l, "B_scaffold": b_s, "B_local": b_l, "c": c}
 
 
+def _cache(quick: bool) -> Path:
+    """The points' sweep cache (the analyses' cache directory, as the other maps')."""
+    from convkit.figures_progress import cache_dirs
+
+    return cache_dirs(REPO)[0] / "maps" / f"map_scaffold-{'quick' if quick else 'full'}"
+
+
 def run(quick: bool = False) -> pd.DataFrame:
-    """Per design: the map's points (grid and refinement), its crossings, and the derived
-    ray (``kind`` = point / crossing / derived)."""
+    """Per design: the map's points (grid and refinement) and its crossings
+    (:func:`convkit.maps.result_frame`, ``part`` = point / crossing), and the derived ray
+    (``part`` = derived, with the map's seconds)."""
     x, y = AXES[quick]
     n = STEPS[quick]
     parts = []
     for design in DESIGNS:
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="map_scaffold_") as tmp:
-            res = run_map(scaffold_vs_local, x, y, settings={"design": design, "n": n},
-                          out=tmp, refine=REFINE[quick])  # fmt: skip
+        res = run_map(scaffold_vs_local, x, y, settings={"design": design, "n": n},
+                      out=_cache(quick) / design, refine=REFINE[quick])  # fmt: skip
         seconds = time.perf_counter() - t0
-        ray = derived_ray(design, n)
-        pts = res.points.assign(kind="point")
-        cr = res.crossings.assign(kind="crossing")
-        der = pd.DataFrame([{**ray, "kind": "derived", "seconds": seconds,
+        der = pd.DataFrame([{**derived_ray(design, n), "part": "derived", "seconds": seconds,
                              "points_evaluated": len(res.points)}])  # fmt: skip
-        for part in (pts, cr, der):
+        for part in (result_frame(res), der):
             parts.append(part.assign(design=design, n=n, refine=REFINE[quick],
                                      grid=f"{x.n}x{y.n}"))  # fmt: skip
     return pd.concat(parts, ignore_index=True)
 
 
-def _part(data: pd.DataFrame, design: str, kind: str) -> pd.DataFrame:
-    g = data[(data.design == design) & (data.kind == kind)]
+def _part(data: pd.DataFrame, design: str, part: str) -> pd.DataFrame:
+    g = data[(data.design == design) & (data.part == part)]
     return g.dropna(axis=1, how="all").reset_index(drop=True)
 
 
@@ -163,28 +175,21 @@ def map_result(data: pd.DataFrame, design: str) -> MapResult:
         predicted=(lambda z: np.asarray(z) / c) if 0 < c < math.inf else None,
         predicted_label=f"derived boundary zeta^2 = {c:.3g} sigma^2 (exact linearity)",
     )
-    pts = _part(data, design, "point")
-    cr = _part(data, design, "crossing")
-    settings = {"design": design, "n": int(pts.n.iloc[0])}
-    return MapResult(claim, x, y, settings, pts, cr)
+    g = data[(data.design == design) & (data.part != "derived")]
+    settings = {"design": design, "n": int(g.n.iloc[0])}
+    return result_from_frame(claim, x, y, settings, g)
 
 
-def symmetric_colours(ax: Any, centre: float, reciprocal: bool = False) -> None:
-    """The colour field's scale made symmetric about ``centre`` (the same colour for the same
-    distance on either side, so that a ratio of 1.004 is not drawn as deep as 0.005), or with
-    ``reciprocal`` symmetric in the ratio's logarithm (``r`` and ``1 / r`` equally deep), and
-    the grid points' verdict markers drawn again above the boundary's layers."""
+def symmetric_colours(ax: Any) -> None:
+    """The colour field (``log10`` of the ratio, :func:`convkit.maps.figure.draw_map` with
+    ``log_colour``) on a scale symmetric about 0: a ratio ``r`` and ``1 / r`` equally deep,
+    so that 1.004 is not drawn as deep as 0.005."""
     from matplotlib.collections import QuadMesh
     from matplotlib.colors import TwoSlopeNorm
 
     mesh = next(m for m in ax.collections if isinstance(m, QuadMesh))
-    lo, hi = mesh.norm.vmin, mesh.norm.vmax
-    if reciprocal and lo > 0:
-        lo, hi = min(lo, centre**2 / hi), max(hi, centre**2 / lo)
-    else:
-        span = max(centre - lo, hi - centre)
-        lo, hi = centre - span, centre + span
-    mesh.set_norm(TwoSlopeNorm(vcenter=centre, vmin=lo, vmax=hi))
+    span = max(-mesh.norm.vmin, mesh.norm.vmax)
+    mesh.set_norm(TwoSlopeNorm(vcenter=0.0, vmin=-span, vmax=span))
 
 
 def redraw_markers(ax: Any, res: MapResult) -> None:
@@ -209,8 +214,8 @@ def plot(data: pd.DataFrame, outdir: Path) -> list[Path]:
         c = float(_part(data, design, "derived").c.iloc[0])
         fig, ax = plt.subplots(figsize=(8.2, 5.8))
         path = outdir / f"map_scaffold_{design}.png"
-        draw_map(res, ax)
-        symmetric_colours(ax, 1.0)
+        draw_map(res, ax, log_colour=True)
+        symmetric_colours(ax)
         redraw_markers(ax, res)
         note = (
             "SCAFFOLD paper: upper bounds with unspecified constants, no predicted boundary"
@@ -290,9 +295,9 @@ def controls(data: pd.DataFrame) -> list[V.Control]:
     taken 1.5 times larger (the located boundary must then miss the ray), and the two
     methods' errors swapped (SCAFFOLD must then lose where the drift dominates)."""
     wrong_c = data.copy()
-    wrong_c.loc[wrong_c.kind == "derived", "c"] = wrong_c.loc[wrong_c.kind == "derived", "c"] * 1.5
+    wrong_c.loc[wrong_c.part == "derived", "c"] = wrong_c.loc[wrong_c.part == "derived", "c"] * 1.5
     swapped = data.copy()
-    pts = swapped.kind == "point"
+    pts = swapped.part == "point"
     s, loc = swapped.loc[pts, "err_scaffold"].copy(), swapped.loc[pts, "err_local"].copy()
     swapped.loc[pts, "err_scaffold"], swapped.loc[pts, "err_local"] = loc, s
     swapped.loc[pts, "measured"] = loc / s

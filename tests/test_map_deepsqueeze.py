@@ -39,7 +39,7 @@ def test_circulant_gaps():
 
 
 def test_points_are_their_bits_ratios(data):
-    pts = data[data.kind == "point"]
+    pts = data[data.part == "point"]
     assert len(pts) == 4 and set(pts.stage) == {"grid"}
     ratio = pts.bits_ds / pts.bits_choco
     np.testing.assert_allclose(pts.measured, ratio, rtol=1e-12)
@@ -51,7 +51,7 @@ def test_points_are_their_bits_ratios(data):
 
 def test_verdicts_and_control(data):
     rows = {r["result"]: r for r in mod.checks.raw(data)}
-    labels = data[data.kind == "point"].label
+    labels = data[data.part == "point"].label
     some = rows["map_deepsqueeze.fewer_bits_somewhere"]["verdict"]
     assert (some == V.HOLDS) == (labels == "holds").any()
     every = rows["map_deepsqueeze.fewer_bits_everywhere"]["verdict"]
@@ -63,8 +63,8 @@ def test_verdicts_and_control(data):
 
 
 def test_crossings_are_grid_segments(data):
-    cr = data[data.kind == "crossing"]
-    pts = data[data.kind == "point"]
+    cr = data[data.part == "crossing"]
+    pts = data[data.part == "point"]
     for r in cr.itertuples():
         axis = (pts.kd if r.along == "kd" else pts.neighbours).to_numpy()
         for end in (r.interval_lo, r.interval_hi):  # an end is a grid value (to rounding)

@@ -48,7 +48,7 @@ def test_quick_map_verdicts(data):
     gauss = rows["map_scaffold.gaussian_design_ratio"]
     assert gauss["details"]["ratio_min"] > 1 and gauss["details"]["crossings"] == 0
     # the points of the map are exact: lo = hi = measured
-    pts = data[data.kind == "point"]
+    pts = data[data.part == "point"]
     np.testing.assert_array_equal(pts["lo"], pts["measured"])
     np.testing.assert_allclose(pts["measured"], pts.err_scaffold / pts.err_local, rtol=1e-15)
 
@@ -64,7 +64,7 @@ def test_crossings_bracket_the_ratio_one(data):
     """Each crossing's bisection interval brackets where the exact ratio equals 1: the ratio
     at the interval's ends lies on either side of 1 (recomputed here, not read from the
     map)."""
-    cr = data[(data.kind == "crossing") & (data.design == "additive")]
+    cr = data[(data.part == "crossing") & (data.design == "additive")]
     n = int(data.n.iloc[0])
     for r in cr.head(3).itertuples():
         ends = []
