@@ -4,32 +4,32 @@ Derived here, on the node recursion of :mod:`convkit.exact.heterogeneous` (same 
 node ``i`` has ``H_i = diag(h_i)``, offset ``u_i = theta*_i - theta*``, gradient offset
 ``w_i = H_i u_i``, ``e_i = y_i - theta*``, ``r_i = e_i - u_i``, ``a_i = 1 - gamma h_i``
 coordinate-wise).  SCAFFOLD (Karimireddy et al. 2020, Algorithm 1, option II, full
-participation; :mod:`convkit.algorithms.scaffold`) takes the local step
+participation; :mod:`convkit.algorithms.scaffold`) takes the local step::
 
     y_i <- y_i - gamma (g_i(y_i) - c_i + cbar),      cbar = (1/P) sum_k c_k,
 
-and at a round's end, with ``Gamma`` the round's total step and ``eta`` the server step,
+and at a round's end, with ``Gamma`` the round's total step and ``eta`` the server step::
 
     c_i <- c_i - cbar + (x - y_i) / Gamma,   x <- x + eta (ybar - x),   y_i <- x.
 
 The stochastic gradient is ``g_i(y_i) = H_i r_i - xi_i`` with ``E[xi_i | past] = 0``, so in
 the errors the local step reads ``e_i' = a_i e_i + gamma w_i + gamma (c_i - cbar) +
 gamma xi_i``: every update is affine in the state and the noise enters additively.  All
-``H_i`` being diagonal, coordinate ``j`` of the stacked state
+``H_i`` being diagonal, coordinate ``j`` of the stacked state::
 
     z = (e_1, ..., e_P, c_1, ..., c_P, x - theta*)          (n = 2P + 1 numbers)
 
 closes on itself.  Per coordinate, a local step is ``z' = A z + beta + (gamma xi, 0, 0)``
-with ``A = I + gamma N``,
+with ``A = I + gamma N``::
 
     N = [[-diag(h_.j), I - J/P, 0], [0, 0, 0], [0, 0, 0]],     beta = (gamma w_.j, 0, 0)
 
-(``J`` the all-ones matrix), and a round's end is ``z <- G z`` with the fixed matrix
+(``J`` the all-ones matrix), and a round's end is ``z <- G z`` with the fixed matrix::
 
     G: c_i <- c_i - cbar + (x - e_i) / Gamma,  x <- (1 - eta) x + eta ebar,  e_i <- x (new).
 
 Hence the mean ``m = E z`` and the second moment ``M = E[z z^T]`` (per coordinate, ``n x n``)
-follow
+follow::
 
     m' = A m + beta,   M' = A M A^T + (A m) beta^T + beta (A m)^T + beta beta^T
                             + gamma^2 diag(v_1, ..., v_P, 0, ..., 0),
