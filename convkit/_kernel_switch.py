@@ -101,6 +101,10 @@ class kernels:
         the right dtype and layout); ``False``: every call takes the generic path.
     """
 
+    #: :func:`compiled`, the one cache of compiled kernels (``convkit.kernels.compiled(name,
+    #: builder)``)
+    compiled = staticmethod(compiled)
+
     def __init__(self, enabled: bool = True) -> None:
         global _ENABLED
         if not isinstance(enabled, bool):

@@ -151,3 +151,7 @@ def test_a_cached_none_sends_callers_down_the_generic_path(fresh):
     """Tests set an entry to None to run a kernel's callers on their generic path."""
     _kernel_switch._BUILT["test.kernel"] = None
     assert compiled("test.kernel", lambda: "kernel") is None
+
+
+def test_the_public_switch_carries_the_cache():
+    assert ck.kernels.compiled is compiled
