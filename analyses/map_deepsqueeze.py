@@ -379,4 +379,22 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
         out[f"n_{lab}"] = str(int(counts.get(lab, 0)))
     out["ratio_min"] = f"{pts.measured.min():.3g}"
     out["ratio_max"] = f"{pts.measured.max():.3g}"
+    for lab in ("violated", "unresolved"):
+        g = pts[pts.label == lab].measured
+        out[f"{lab}_range"] = f"{g.min():.3g} to {g.max():.3g}" if len(g) else "-"
+    out["holds_points"] = (
+        "; ".join(
+            f"k/d = {r.kd:g}, gap {r.gap:.3g}: {r.measured:.3g} [{r.lo:.2g}, {r.hi:.2g}] (steps "
+            f"{r.gamma_ds:.3g} and {r.gamma_choco:.3g})"
+            for r in pts[pts.label == "holds"].itertuples()
+        )
+        or "none"
+    )
+    gaps = dict(zip(pts.neighbours, pts.gap, strict=False))
+    cr = _part(data, "crossing")
+    for r in cr[cr.along == "neighbours"].itertuples():
+        lo, hi = (gaps[min(gaps, key=lambda m, v=v: abs(m - v))] for v in (r.interval_lo,
+                                                                          r.interval_hi))  # fmt: skip
+        key = f"boundary_gap_kd{r.fixed:g}".replace(".", "p")
+        out.setdefault(key, f"[{lo:.3g}, {hi:.3g}]")  # the lowest crossing of the line
     return out

@@ -309,6 +309,14 @@ def controls(data: pd.DataFrame) -> list[V.Control]:
     ]
 
 
+def boundary_ratios(cr: pd.DataFrame) -> list[tuple[float, float]]:
+    """Each crossing's interval as an interval of ``zeta^2 / sigma^2`` (the coordinate along
+    which the derived ray is a single value)."""
+    return [(r.interval_lo / r.fixed, r.interval_hi / r.fixed) if r.along == "zeta2"
+            else (r.fixed / r.interval_hi, r.fixed / r.interval_lo)
+            for r in cr.itertuples()]  # fmt: skip
+
+
 @V.controlled(controls)
 def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     """Additive noise: every crossing's interval contains the derived ray (holds / violated;
@@ -320,9 +328,7 @@ def checks(data: pd.DataFrame) -> list[dict[str, Any]]:
     setting = _setting(design, data)
     c = float(_part(data, design, "derived").c.iloc[0])
     cr = _part(data, design, "crossing")
-    # each crossing's interval as an interval of zeta^2 / sigma^2 (the ray's coordinate)
-    iv = [(r.interval_lo / r.fixed, r.interval_hi / r.fixed) if r.along == "zeta2"
-          else (r.fixed / r.interval_hi, r.fixed / r.interval_lo) for r in cr.itertuples()]  # fmt: skip
+    iv = boundary_ratios(cr)
     lo_all = min((a for a, _ in iv), default=math.nan)
     hi_all = max((b for _, b in iv), default=math.nan)
     if not iv or not 0 < c < math.inf:
@@ -396,6 +402,10 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
         for z2, s2, tag in ((1e2, 1e-2, "drift"), (1e-2, 1e2, "noise")):
             c = _corner(pts, z2, s2)
             out[f"corner_{tag}_{design}"] = f"{c.err_scaffold / c.err_local:.3g}"
+    iv = boundary_ratios(_part(data, "additive", "crossing"))
+    out["boundary_lo"] = f"{min(a for a, _ in iv):.3g}" if iv else "-"
+    out["boundary_hi"] = f"{max(b for _, b in iv):.3g}" if iv else "-"
     out["grid"] = str(data.grid.iloc[0])
     out["n"] = str(int(data.n.iloc[0]))
+    out["seconds"] = f"{sum(_part(data, d, 'derived').seconds.iloc[0] for d in DESIGNS):.0f}"
     return out
