@@ -12,7 +12,8 @@ then by golden section to 0.01 in ``log gamma`` (:func:`convkit.maps.claims.tune
 
 Map (:func:`convkit.maps.run_map`, every point a cached function sweep): zeta^2 from 0.25 to
 400 (6 values, log), delta from 0 to 0.6 (4 values); the boundary located by bisection along
-every grid line to 0.04 of each axis' span (quick: 4 x 3 points, 0.1).
+every grid line to 0.04 of each axis' span (quick: 4 x 4 points, 0.1, and the independent
+computation at one delta).
 
 Independent computation of the boundary at three values of delta (the largest grid deltas
 with a crossing along zeta^2): each algorithm's step by Brent's bounded minimisation
@@ -144,13 +145,13 @@ def _cache(quick: bool) -> Path:
 def run(quick: bool = False) -> pd.DataFrame:
     """The map's points and crossings (:func:`convkit.maps.result_frame`) and the independent
     boundary on the grid lines along zeta^2 of the :data:`INDEPENDENT_POINTS` largest deltas
-    with a crossing, searched between that crossing's two grid values (rows ``part =
+    with a crossing (quick: the largest only), searched between that crossing's two grid values (rows ``part =
     "independent"``)."""
     cfg = QUICK if quick else FULL
     res = run_map(woodworth, cfg["x"], cfg["y"], out=_cache(quick), refine=cfg["refine"])
     frame = result_frame(res)
     cr = res.crossings
-    cr = cr[cr.along == "zeta2"].sort_values("fixed").tail(INDEPENDENT_POINTS)
+    cr = cr[cr.along == "zeta2"].sort_values("fixed").tail(1 if quick else INDEPENDENT_POINTS)
     xtol = 0.01 if quick else INDEPENDENT_XTOL
     ind = [independent_boundary(r.fixed, r.segment_lo, r.segment_hi, xtol)
            for r in cr.itertuples()]  # fmt: skip
