@@ -16,7 +16,12 @@ FAKE = """
 import pandas as pd
 from pathlib import Path
 
+from convkit import verdicts as V
+
 TITLE = "fake analysis {name}"
+CLAIMS = V.declare_claims(
+    "{name}", {{"sum_of_y": V.Claim("the sum of y", "a fake analysis", kind=V.MEASUREMENT)}}
+)
 
 
 def run(quick):
@@ -30,7 +35,7 @@ def plot(data, outdir):
 
 
 def checks(data):
-    return [dict(result="sum of y", setting="two rows", measured=float(data.y.sum()),
+    return [dict(result="{name}.sum_of_y", setting="two rows", measured=float(data.y.sum()),
                  theoretical=None, verdict="measured", reason="")]
 """
 

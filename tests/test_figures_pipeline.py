@@ -54,7 +54,12 @@ import numpy as np
 import pandas as pd
 from pathlib import Path
 
+from convkit import verdicts as V
+
 TITLE = "fake analysis {name}"
+CLAIMS = V.declare_claims(
+    "{name}", {{"sum_of_y": V.Claim("the sum of y", "a fake analysis", kind=V.MEASUREMENT)}}
+)
 
 
 def run(quick):
@@ -68,7 +73,7 @@ def plot(data, outdir):
 
 
 def checks(data):
-    return [dict(result="sum of y", setting="two rows", measured=np.float64(data.y.sum() / 7),
+    return [dict(result="{name}.sum_of_y", setting="two rows", measured=np.float64(data.y.sum() / 7),
                  theoretical=None, verdict="measured", reason="")]
 """
 
@@ -140,7 +145,7 @@ def test_partial_runs_keep_the_other_analyses_and_record_each_command(tmp_path):
     assert f"Data, figures and checks: full run, `{cmd_a}`" in index
     assert f"Data, figures and checks: quick run, `{cmd_b}`" in index
     # numbers are rounded plain values in the table, a missing value is "-"
-    assert "| sum of y | two rows | 0.5714 | - | measured |  |" in index
+    assert "| beta.sum_of_y | two rows | 0.5714 | - | measured |  |" in index
     assert "np.float64" not in index and "None" not in index
 
 
@@ -172,8 +177,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from convkit import verdicts as V
+
 TITLE = "timed {name}"
 AFTER = {after!r}
+CLAIMS = V.declare_claims("{name}", {{"ran": V.Claim("it ran", "a timed fake", kind=V.MEASUREMENT)}})
 
 
 def run(quick):
@@ -187,7 +195,7 @@ def plot(data, outdir):
 
 
 def checks(data):
-    return [dict(result="ran", setting="-", measured=1.0, theoretical=None,
+    return [dict(result="{name}.ran", setting="-", measured=1.0, theoretical=None,
                  verdict="measured", reason="")]
 """
 
