@@ -29,8 +29,10 @@ from pathlib import Path
 import pandas as pd
 
 import convkit._jit as jit
+from convkit import verdicts as V
 
 TITLE = "cached {name}"
+CLAIMS = V.declare_claims("{name}", {{"ran": V.Claim("it ran", "a cached fake", kind=V.MEASUREMENT)}})
 CACHE = Path(__file__).resolve().parents[1] / ".convkit-cache" / "cells" / "{name}.csv"
 
 
@@ -52,7 +54,7 @@ def plot(data, outdir):
 
 
 def checks(data):
-    return [dict(result="ran", setting="-", measured=1.0, theoretical=None,
+    return [dict(result="{name}.ran", setting="-", measured=1.0, theoretical=None,
                  verdict="measured", reason="")]
 """
 
