@@ -57,13 +57,17 @@ censored). Consensus parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pu
 Runs: n = 1000 iterations, R = 16 replicates (tuning: 4 replicates on its own seed), 30
 log-spaced record points; quick mode n = 200, R = 4, zeta^2 in {0, 10}, the ring, two grid
 values and the breast-cancer Dirichlet split only. Observed: with the extensions at both ends
-no choice is left at the top of its grid, and the only ones at its bottom are ECD-PSGD's in 11
-of the 15 settings (every least-squares one, breast-cancer by label, synthetic by label),
-after the 8 halvings (0.005 / 256 on least squares): no step lowers its error below the
+no choice is left at the top of its grid, and the only ones at its bottom are ECD-PSGD's, in
+every setting, where the no-gain stop ended the halving: no step lowers its error below the
 initial one (its error grows over the run at every step tried, a smaller step only lowers
-how far; on the original grid every step diverged), so the tail rule has no interior optimum
-and the bits rule, never reaching the target, keeps that step; the check row "tuned steps at
-an edge of the step grid" counts them. Every other choice has a worse, diverging or
+how far), so the tail rule has no interior optimum and the bits rule, never reaching the
+target, keeps that step. On least squares every step of the original grid diverges and the
+halving stops at the first one that does not (0.000625 on the ring, 0.00125 or 0.0025 on the
+torus and the exponential graph); on logistic no step is halved (1 / (2 L_max)). Without the
+stop the halvings go on to the cap (0.005 / 256 on least squares) and find no step below
+the initial error either, and every other choice is the same (the pairs' numbers do not
+depend on which other pairs run); the check row "tuned steps at an edge of the step grid"
+counts them. Every other choice has a worse, diverging or
 never-reaching step on both sides: the breast-cancer grids grow six times upward (up to 256
 / L_max), the least-squares grids at zeta^2 = 0 twice (to 0.16). The tail rule picks 16 to
 32 / L_max on breast-cancer (4 / L_max for DeepSqueeze on the ring), 1 / (2 L_max) on the

@@ -241,12 +241,10 @@ def test_committed_tuning_is_uncensored_at_both_ends():
     """Every tuned step of the committed data lies strictly inside its method's (extended)
     grid, and the steps above and below it diverge, never reach the target or are worse,
     except ECD-PSGD where no step lowers the error below the initial one (its error grows at
-    every step; a smaller step only lowers how far): its choice is the bottom after the last
-    halving. The edge check row says the same (on the grid before the upward extension 34 of
-    the 90 bits-rule choices sat at its top; before the downward one 40 of the 90 tail-rule
-    and 37 of the 90 bits-rule choices sat at its bottom). A bits-rule choice with no step
-    reaching the target is the tail rule's step, and the steps next to it do not reach the
-    target."""
+    every step; a smaller step only lowers how far): in every setting the no-gain stop ended
+    its halving, and its choice is the bottom of its grid (``step_below == "no gain"``). The
+    edge check row says the same. A bits-rule choice with no step reaching the target is the
+    tail rule's step, and the steps next to it do not reach the target."""
     M = importlib.import_module("analyses.decentralized_heterogeneous")
     data = pd.read_csv(FIGURES / "decentralized_heterogeneous.csv")
     e = M.grid_edges(data)
@@ -255,20 +253,36 @@ def test_committed_tuning_is_uncensored_at_both_ends():
     assert set(e.step_above) | set(inside.step_below) <= {"diverges", "not reached", "worse"}
     assert (inside.grid_bottom < inside.gamma).all() and (e.gamma < e.grid_top).all()
     edge = e[e.edge != ""]
-    assert (edge.edge == "bottom").all() and (edge.step_below == "cap").all()
+    assert (edge.edge == "bottom").all() and (edge.step_below == "no gain").all()
     assert edge.no_gain.all() and (edge.method == "ECD-PSGD").all()
-    assert len(edge) == 22  # 11 (setting, ECD-PSGD) pairs, both rules
+    n_settings = len(data.drop_duplicates(["problem", "split", "topology"]))
+    assert len(edge) == 2 * n_settings  # every (setting, ECD-PSGD) pair, both rules
+    assert "cap" not in set(e.step_below) | set(e.step_above)
     fallback = e[~e.reached]
     assert (fallback.steps_kind == "tuned_bits").all()
     tail = e[e.steps_kind == "tuned_tail"].set_index(["problem", "split", "topology", "method"])
     for r in fallback.itertuples():
         assert r.gamma == tail.loc[(r.problem, r.split, r.topology, r.method), "gamma"]
-        assert {r.step_above, r.step_below} <= {"diverges", "not reached", "cap"}
-        assert r.step_below != "cap" or r.no_gain
+        assert {r.step_above, r.step_below} <= {"diverges", "not reached", "no gain"}
+        assert r.step_below != "no gain" or r.no_gain
     row = [
         r for r in M.checks(data) if r["result"] == "decentralized_heterogeneous.steps_inside_grid"
     ]
     assert len(row) == 1 and row[0]["verdict"] == "holds"
+
+
+def test_edge_check_counts_a_no_gain_stop_with_gain_as_censored():
+    """Negative control of the no-gain stop in the edge check: the committed data with one
+    ECD-PSGD tail-rule tuning error lowered below the initial excess risk (a step that did
+    lower the error, yet its halving stopped) makes the row say violated."""
+    M = importlib.import_module("analyses.decentralized_heterogeneous")
+    data = pd.read_csv(FIGURES / "decentralized_heterogeneous.csv")
+    first = data[(data.method == "ECD-PSGD") & (data.steps_kind == "tuned_tail")].iloc[0]
+    keys = ["problem", "split", "topology", "method", "steps_kind"]
+    sel = np.logical_and.reduce([data[k] == first[k] for k in keys])
+    data.loc[sel, "tuning_score"] = 0.5 * data.loc[sel, "initial_error"]
+    row = M._grid_edge_check(data, 1000)
+    assert row["verdict"] == "violated"
 
 
 # ---------------------------------------------------------------------- pair runs, keyed
