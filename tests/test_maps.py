@@ -285,3 +285,26 @@ def test_woodworth_independent_computation_agrees_with_the_located_interval():
         assert c.interval_lo <= i.position <= c.interval_hi
     rows = [x for x in mw.checks(data) if x["result"] == "map_woodworth.independent_agreement"]
     assert [x["verdict"] for x in rows] == [V.HOLDS] * 3
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"jobs": 2},
+        pytest.param({"jobs": 2, "dask": True}, marks=pytest.mark.skipif(
+            os.environ.get("CONVKIT_FULL") != "1",
+            reason="an embedded Dask cluster takes ~10 s to start: CONVKIT_FULL=1 (make test-full)",
+        )),
+    ],
+)  # fmt: skip
+def test_parallel_executors_give_the_same_map(synth, tmp_path, kw):
+    """joblib processes, and one embedded Dask cluster for the whole map (grid and every
+    bisection step), give the serial map's numbers; the user's module reaches the workers
+    through ``imports``."""
+    mod, path = synth
+    x, y = Axis("a", 0.5, 2.0, 3), Axis("b", 0.5, 2.0, 3)
+    serial = run_map(mod.ratio, x, y, out=tmp_path / "s", refine=0.05)
+    par = run_map(mod.ratio, x, y, out=tmp_path / "p", refine=0.05, imports=[str(path)], **kw)
+    assert par.summary["failed"] == 0
+    pd.testing.assert_frame_equal(serial.points, par.points)
+    pd.testing.assert_frame_equal(serial.crossings, par.crossings)

@@ -14,10 +14,11 @@ as a sweep's (the numbers do not depend on the executor). The grid is one sweep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,51 @@ def run_map(
         )
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs == 0):
         raise ValueError(f"jobs must be a non-zero integer or None (all cores), got {jobs!r}")
+    if dask and scheduler:
+        raise ValueError("give dask=True (an embedded cluster) or scheduler=ADDRESS, not both")
+    with _one_cluster(dask, jobs) as address:
+        if address is not None:  # every stage on the one embedded cluster
+            dask, scheduler = False, address
+        return _run_checked(claim, x, y, merged, out, refine, jobs, dask, scheduler, cache,
+                            imports, t0)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _one_cluster(dask: bool, jobs: int | None) -> Iterator[str | None]:
+    """An embedded Dask ``LocalCluster`` (processes, one thread each, ``jobs`` workers or one
+    per core) for the whole map when ``dask``, its address yielded (None otherwise): the grid
+    and every bisection step are separate sweeps, and a cluster each would cost seconds."""
+    if not dask:
+        yield None
+        return
+    import logging
+
+    from distributed import LocalCluster
+
+    n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=logging.ERROR)  # fmt: skip
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+def _run_checked(
+    claim: MapClaim,
+    x: Axis,
+    y: Axis,
+    merged: dict[str, Any],
+    out: str | os.PathLike,
+    refine: float | None,
+    jobs: int | None,
+    dask: bool,
+    scheduler: str | None,
+    cache: str | os.PathLike | None,
+    imports: Sequence[str],
+    t0: float,
+) -> MapResult:
+    """The body of :func:`run_map`, its arguments validated."""
     counts: dict[str, int] = {}
     kw = dict(
         jobs=jobs, dask=dask, scheduler=scheduler, cache=cache, imports=imports, counts=counts
