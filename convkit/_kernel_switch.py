@@ -32,11 +32,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-__all__ = ["compiled", "kernels", "kernels_enabled", "numba_usable"]
+__all__ = ["compiled", "kernels", "kernels_enabled", "numba_usable", "planned_kernels"]
 
 _ENABLED = True
 
@@ -48,9 +49,31 @@ _BUILT: dict[str, Any] = {}
 _BUILD_LOCK = threading.RLock()
 
 
+#: the kernel setting of the engine call a thread is running (:func:`planned_kernels`)
+_RUN = threading.local()
+
+
 def kernels_enabled() -> bool:
-    """Whether the compiled kernels are switched on (:class:`kernels`; numba aside)."""
-    return _ENABLED
+    """Whether the compiled kernels are switched on (numba aside): in a thread running an
+    engine call, the call's setting, chosen once in its run plan (:func:`planned_kernels`);
+    elsewhere the process-wide switch (:class:`kernels`)."""
+    run = getattr(_RUN, "enabled", None)
+    return _ENABLED if run is None else run
+
+
+@contextmanager
+def planned_kernels(enabled: bool) -> Iterator[None]:
+    """In this thread, for the ``with`` block, the compiled kernels run as ``enabled`` says,
+    whatever the process-wide switch: an engine applies its plan's setting (``plan.kernels``)
+    in every thread that runs a part of the call, so that the kernels are chosen once, by the
+    plan, and switching :class:`kernels` in another thread meanwhile changes nothing of the
+    call.  Nested blocks restore the outer setting."""
+    previous = getattr(_RUN, "enabled", None)
+    _RUN.enabled = bool(enabled)
+    try:
+        yield
+    finally:
+        _RUN.enabled = previous
 
 
 def numba_usable() -> bool:
@@ -73,7 +96,7 @@ def compiled(name: str, builder: Callable[[], Any], *, switched: bool = True) ->
     ``use_numba`` argument governs), while ``convkit.kernels`` is off.  ``name`` is the
     kernel's module and function, e.g. ``"_kernels.ls_step"``.
     """
-    if switched and not _ENABLED:
+    if switched and not kernels_enabled():
         return None
     try:
         return _BUILT[name]

@@ -89,7 +89,7 @@ from ._fused_local import (
     segment_ends,
     segment_kernel,
 )
-from ._kernel_switch import kernels
+from ._kernel_switch import planned_kernels
 from ._layout import (
     REPLICATE_BLOCK,
     _Layout,
@@ -464,8 +464,9 @@ def simulate(
     clock = Clock(n_max, R, sum(r.size for r in recs), concurrency, progress, LONG_RUN_SECONDS)
     clock.t_start = t_start
     try:
-        if dask is None:
-            parallel = _execute(run, chunks, n_threads, clock)
+        if dask is None:  # the plan's kernel setting, in this thread and the pool's
+            with planned_kernels(run_plan.kernels):
+                parallel = _execute(run, chunks, n_threads, clock)
         else:
             parallel = _execute_dask(run, chunks, n_threads, dask, clock)
     finally:
@@ -546,8 +547,9 @@ def _execute(run: _Run, chunks: list[tuple[int, int]], threads: int, clock: Cloc
     _warm_up(run)
 
     def run_tasks(tasks: list[Task], timed: bool) -> None:
-        for t, (j0, j1, which) in enumerate(tasks):
-            _run_chunk(run, j0, j1, clock, timed=timed and t == 0, which=which)
+        with planned_kernels(run.plan.kernels):  # the plan's setting in this pool thread
+            for t, (j0, j1, which) in enumerate(tasks):
+                _run_chunk(run, j0, j1, clock, timed=timed and t == 0, which=which)
 
     with ThreadPoolExecutor(max_workers=width, thread_name_prefix="convkit-simulate") as pool:
         for c, plan in enumerate(plans):
@@ -610,7 +612,7 @@ def _dask_part(spec: _Run, j0: int, j1: int) -> tuple[int, list[np.ndarray], lis
     recorded values, divergence steps)`` for the merge."""
     if spec.be.name == "numpy":
         tune_allocator()
-    with kernels(enabled=spec.plan.kernels):  # the caller's switch, in this worker too
+    with planned_kernels(spec.plan.kernels):  # the caller's plan, in this worker too
         return _dask_part_run(spec, j0, j1)
 
 

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import convkit as ck
@@ -155,3 +156,65 @@ def test_a_cached_none_sends_callers_down_the_generic_path(fresh):
 
 def test_the_public_switch_carries_the_cache():
     assert ck.kernels.compiled is compiled
+
+
+def test_an_engine_call_runs_on_its_plans_kernel_setting(fresh):
+    """Inside an engine call's threads the plan's setting governs (planned_kernels), not the
+    process-wide switch: the kernels are chosen once, by the plan."""
+    from convkit._kernel_switch import kernels_enabled, planned_kernels
+
+    _kernel_switch._BUILT["test.kernel"] = "kernel"
+    seen = {}
+
+    def other_thread():
+        seen["other"] = compiled("test.kernel", lambda: "kernel")
+
+    with planned_kernels(False):
+        assert not kernels_enabled() and compiled("test.kernel", lambda: "kernel") is None
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        with ck.kernels(enabled=True), planned_kernels(False):
+            assert compiled("test.kernel", lambda: "kernel") is None
+    assert seen["other"] == "kernel"  # another thread reads the process-wide switch
+    with ck.kernels(enabled=False):
+        with planned_kernels(True):
+            assert compiled("test.kernel", lambda: "kernel") == "kernel"
+        assert compiled("test.kernel", lambda: "kernel") is None  # restored
+
+
+def test_a_switch_flipped_during_a_call_changes_nothing_of_it(monkeypatch):
+    """simulate reads the switch once, into its plan; flipping it from inside the run (a
+    problem's sampling, here) leaves the call on the planned kernels: the compiled step runs
+    at every step, as in a run left alone, with the same numbers."""
+    from convkit import _kernels
+
+    real = _kernels._get_kernel()
+    if real is None:
+        pytest.skip("numba is not usable")
+    calls = []
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setitem(_kernel_switch._BUILT, "_kernels.ls_step", spy)
+    prob = ck.LeastSquares.rademacher(3, "1/i", seed=0)  # not on the fused segments
+    algo = ck.MBA(2, ck.Constant(0.1))
+    ref = ck.simulate(prob, algo, steps=30, replicates=4, seed=1, threads=1)
+    n_ref = len(calls)
+
+    class Flipping(ck.LeastSquares):
+        def sample(self, stream, shape):
+            ck.kernels(enabled=False)  # process-wide, mid-run
+            return super().sample(stream, shape)
+
+    flip = Flipping(prob.h, prob.noise, "rademacher", theta_star=prob.theta_star)
+    try:
+        got = ck.simulate(flip, algo, steps=30, replicates=4, seed=1, threads=1)
+    finally:
+        ck.kernels(enabled=True)
+    assert n_ref >= 30 and len(calls) == 2 * n_ref
+    assert got.meta["path"]["kernels"] is True
+    a, b = ref.values[algo.label].values, got.values[algo.label].values
+    assert np.array_equal(a, b, equal_nan=True)
