@@ -1,6 +1,7 @@
-"""``docs/maps.md`` ("map your own claim"), executed as it stands: the module block written
-as ``floor_claims.py``, the command line and the Python run, whose crossings hold the true
-boundary (gamma h = 0.25)."""
+"""``docs/regime_maps.md`` ("map your own claim"), executed as it stands: the module block written
+as ``floor_claims.py``, the command line, then the Python run (every point from the cache).
+Every located crossing holds the theory's boundary ``gamma sigma^2 / (2 - 3 gamma) = 0.05``,
+and the intervals the page quotes are the computed ones."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from doc_blocks import python_blocks, run_block
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "maps.md"
+DOC = ROOT / "docs" / "regime_maps.md"
 
 
 def test_the_how_to_runs_as_it_stands(tmp_path):
@@ -28,6 +30,13 @@ def test_the_how_to_runs_as_it_stands(tmp_path):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     cr = pd.read_csv(tmp_path / "floor-map" / "map_noise_floor_crossings.csv")
-    assert len(cr) == 3 and ((cr.interval_lo <= 0.25) & (0.25 <= cr.interval_hi)).all()
-    out = run_block(script, tmp_path)  # the same map from Python: every point from the cache
-    assert "map_noise_floor.png" in out
+    gamma_star = 0.1 / (cr.fixed**2 + 0.15)  # along gamma at sigma = fixed
+    sigma_star = np.sqrt(0.05 * (2 - 3 * cr.fixed) / cr.fixed)  # along sigma at gamma = fixed
+    truth = np.where(cr.along == "gamma", gamma_star, sigma_star)
+    assert len(cr) >= 5 and ((cr.interval_lo <= truth) & (truth <= cr.interval_hi)).all()
+    text = DOC.read_text()
+    for sigma in (0.5, 1.0):
+        r = cr[(cr.along == "gamma") & np.isclose(cr.fixed, sigma)].iloc[0]
+        assert f"[{r.interval_lo:.3f}, {r.interval_hi:.3f}]" in text
+    out = run_block(script, tmp_path)
+    assert "'computed': 0" in out and "map_noise_floor.png" in out
