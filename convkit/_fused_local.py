@@ -311,7 +311,19 @@ def _compile(D: int) -> Any:
                 uP = np.uint64(Pa)
                 cs = np.uint64(Rc * Pa)
                 ub = np.uint64(offs[a] + s0 * Pa)
-                if ba == 1 and Pa == Pm:  # every worker of every row: one run of Rb P_a
+                if ba == 1 and Pa == Pm and D > 0:  # every worker of every row, d unrolled:
+                    # one pass (margin, coefficient, update per worker), the operations of
+                    # the three passes below in their order
+                    m = np.uint64(Rb * Pm)
+                    for w in range(m):
+                        acc = 0.0
+                        for i in range(D):
+                            acc += xf[0, i, w] * theta[ub + np.uint64(i) * cs + w]
+                        y0 = yf[0, w]
+                        cw = -y0 * sigmoid(-y0 * acc) * step
+                        for i in range(D):
+                            theta[ub + np.uint64(i) * cs + w] -= cw * xf[0, i, w]
+                elif ba == 1 and Pa == Pm:  # every worker of every row: one run of Rb P_a
                     # margins coordinate by coordinate (each worker's sum in order i = 0,
                     # 1, ...), coefficients, then the update: no pass writes what another
                     # of its rows reads, so LLVM needs few overlap checks at any d
