@@ -168,3 +168,21 @@ def test_the_command_line_options_are_the_declarations():
             action.type(str(p.default))  # the default parses (negative control)
             seen += 1
     assert seen >= 4
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in CLASSES if issubclass(c, Algorithm)], ids=lambda c: c.__name__
+)
+def test_describe_and_the_label_show_the_declared_settings(cls):
+    """describe() holds every declared plain setting the instance keeps, by its constructor
+    name and value; a setting declared ``shown`` appears in the default label as ``name=``."""
+    algo = cls.example()
+    desc = algo.describe()
+    for name, p in cls.declared().items():
+        value = getattr(algo, name, None)
+        if name in ("workers", "batch", "name") or p.kind == "object":
+            continue
+        if isinstance(value, bool | int | float | str):
+            assert desc[name] == value, (cls.__name__, name)
+        if p.shown:
+            assert f"{name}=" in algo.default_label(), (cls.__name__, name)

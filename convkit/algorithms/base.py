@@ -234,13 +234,30 @@ class Algorithm(Declared, ABC):
         at = np.asarray(steps, dtype=np.int64) - 1
         return {key: np.asarray(v)[at] for key, v in self.comm_counts(n, d).items()}
 
+    def settings(self) -> dict[str, Any]:
+        """The declared settings of the instance that are plain values (numbers, strings,
+        booleans; not ``workers``, ``batch``, ``name`` nor the objects a class parses), by
+        their constructor names, read from the attributes of the same name: what
+        :meth:`describe` shows of the declaration."""
+        out = {}
+        for key, p in type(self).declared().items():
+            if key in ("workers", "batch", "name") or p.kind == "object":
+                continue
+            value = getattr(self, key, None)
+            if isinstance(value, bool | int | float | str):
+                out[key] = value
+        return out
+
     def describe(self) -> dict[str, Any]:
-        """JSON-serialisable description."""
+        """JSON-serialisable description: the class, ``P``, ``b``, the step sizes and the
+        declared settings (:meth:`settings`); a subclass adds the objects it parses
+        (schedule, topology, compressor)."""
         return {
             "kind": type(self).__name__,
             "workers": self.workers,
             "batch": self.batch,
             "step": self.step_size.describe(),
+            **self.settings(),
         }
 
     @property

@@ -308,7 +308,6 @@ class DecentralizedAlgorithm(Algorithm):
             **super().describe(),
             "topology": self.topology.name,
             "nodes": self.topology.n,
-            "float_bits": self.float_bits,
         }
         if self.compressor is not None:
             out["compressor"] = self.compressor.name
@@ -428,9 +427,6 @@ class DPSGD(DecentralizedAlgorithm):
             X -= G
             state.x = X
         return state
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "form": self.form}
 
     def default_label(self) -> str:
         return f"DPSGD({self.topology.name}, {self.form}, b={self.batch})"
@@ -566,9 +562,6 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
 
     def init(self, theta0: Any, stream: Any) -> ECDState:
         return ECDState(theta0, _copies(theta0, self.copies_start))
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "copies_start": self.copies_start}
 
     def default_label(self) -> str:
         label = super().default_label()
@@ -744,14 +737,6 @@ class CHOCOSGD(DecentralizedAlgorithm):
     def _memory_metrics(self, state: CHOCOState) -> dict[str, Any]:
         return {"replica_gap": _mean_sq_norm(state.x_hat - state.x)}
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            **super().describe(),
-            "consensus_step": self.consensus_step,
-            "order": self.order,
-            "copies_start": self.copies_start,
-        }
-
     def default_label(self) -> str:
         extra = "" if self.order == "paper" else f", order={self.order}"
         extra += "" if self.copies_start == "x0" else f", copies_start={self.copies_start}"
@@ -851,9 +836,6 @@ class DeepSqueeze(DecentralizedAlgorithm):
 
     def _memory_metrics(self, state: DeepSqueezeState) -> dict[str, Any]:
         return {"memory": _mean_sq_norm(state.delta)}
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "eta": self.eta}
 
     def default_label(self) -> str:
         return (

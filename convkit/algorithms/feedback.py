@@ -163,7 +163,6 @@ class ErrorFeedbackSGD(Algorithm):
         return {
             **super().describe(),
             "compressor": self.compressor.name,
-            "float_bits": self.float_bits,
         }
 
     def default_label(self) -> str:

@@ -205,7 +205,6 @@ class LocalSGD(Algorithm):
         out = {**super().describe(), "comm": self.comm.describe()}
         server = self.server_update()
         if not server.averages:
-            out.update({k: getattr(self, k) for k in self.shown_settings})
             out["server"] = server.describe()
         return out
 

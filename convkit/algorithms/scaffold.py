@@ -203,9 +203,6 @@ class SCAFFOLD(Algorithm):
         return {
             **super().describe(),
             "comm": self.comm.describe(),
-            "server_step": self.server_step,
-            "float_bits": self.float_bits,
-            "downlink": self.downlink,
         }
 
     def default_label(self) -> str:
