@@ -664,12 +664,19 @@ def plot(df: pd.DataFrame, outdir: Path) -> list[Path]:
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    tables = lp.StudyTables(osa_table, ratio_fit, window_fit, nstar, sqrt_pt_table, _sci)
+    tables = study_tables()
     return [
         lp.plot_osa_gap(df, outdir / "local_sgd_large_steps_gap.png", tables),
         lp.plot_nstar(df, outdir / "local_sgd_large_steps_nstar.png", tables),
         lp.plot_sqrt_pt(df, outdir / "local_sgd_large_steps_sqrtpt.png", tables),
     ]
+
+
+def study_tables() -> Any:
+    """The study's tables for its figures (``analyses._local_sgd_plots.StudyTables``)."""
+    from analyses import _local_sgd_plots as lp
+
+    return lp.StudyTables(osa_table, ratio_fit, window_fit, nstar, sqrt_pt_table, _sci)
 
 
 def _sci(x: float) -> str:

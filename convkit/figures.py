@@ -196,6 +196,7 @@ def run_figures(
     *,
     replot: bool = False,
     command: str | None = None,
+    record_times: bool = False,
 ) -> int:
     """Run the analyses ``names`` (None or empty: all of ``analyses_dir``) and write their data,
     figures, ``checks.json``, ``runs.json`` and ``index.md`` into ``out``.
@@ -223,6 +224,13 @@ def run_figures(
     command : str or None
         The exact command line recorded in ``runs.json`` and ``index.md`` (default: a
         ``convkit figures`` line rebuilt from the arguments).
+    record_times : bool
+        Record this run's times in ``runs.json`` even for an analysis whose data and checks
+        came out as they were.  Without it such an analysis keeps its record as it was (the
+        record still says what produced its data, and the recorded time, a fresh clone's
+        where one was measured, stays), and a run in which every analysis came out so keeps
+        the index's first line: rerunning ``make figures`` where the data was made leaves
+        ``git status`` clean.
 
     Returns
     -------
@@ -289,6 +297,8 @@ def run_figures(
         command = " ".join(parts)
     index_path = out / "checks.json"
     all_checks: dict[str, list] = _read_json(index_path)
+    checks_before = {n: _plain(rows) for n, rows in all_checks.items()}
+    kept: set[str] = set()
     runs: dict[str, dict] = _read_json(out / "runs.json")
     files: dict[str, list[str]] = {}
     known = set(discover(analyses_dir))
@@ -300,6 +310,12 @@ def run_figures(
 
     def record(name: str, outcome: dict) -> None:
         previous = runs.get(name)
+        same = not outcome.get("data_changed", True) and _plain(outcome["checks"]) == (
+            checks_before.get(name)
+        )
+        if previous is not None and same and not record_times:
+            kept.add(name)  # the data and checks it records came out as they were
+            return
         runs[name] = _provenance(previous, command, quick, checks_only, replot)
         if not (checks_only or replot):
             runs[name].pop("fresh", None)  # kept below only for the same mode
@@ -344,12 +360,38 @@ def run_figures(
     _collect(outcomes, titles, files, all_checks, failed, index_path, record, progress)
     for name in all_checks:  # analyses of earlier runs without a record
         runs.setdefault(name, _provenance(None, _UNRECORDED, quick, True, False))
+    if computes and kept == set(names) and (header := _index_command(out)) is not None:
+        command = header  # nothing changed: the index keeps the command that wrote it
     write_index(out, titles, files, all_checks, mode_summary(runs, command), runs)
     print(f"convkit figures: wrote {out / 'index.md'}", flush=True)
     if failed:
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+def _plain(rows: Any) -> Any:
+    """Check rows as ``checks.json`` stores them (JSON types), for comparison."""
+    return json.loads(json.dumps(rows, default=str))
+
+
+def _index_command(out: Path) -> str | None:
+    """The command named on the first line of ``out/index.md`` (:func:`mode_summary`), or
+    None."""
+    import re
+
+    path = out / "index.md"
+    if not path.exists():
+        return None
+    found = re.search(r"This index was written by `(.*?)`\.", path.read_text())
+    return found.group(1) if found else None
+
+
+def _digest(path: Path) -> str | None:
+    """SHA-256 of a file's bytes, or None when it does not exist."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
 def _estimates(
@@ -489,6 +531,7 @@ def _run_one(
     matplotlib.use("Agg")
     t0, c0 = time.perf_counter(), compile_seconds()
     outdir = Path(out)
+    changed = True
     watch = CacheWatch(cache_dirs(Path(analyses_dir).parent))
     try:
         mod = _load(Path(analyses_dir), name)
@@ -504,7 +547,9 @@ def _run_one(
         else:
             with watch:
                 data = mod.run(quick=quick)
+            before = _digest(outdir / f"{name}.csv")
             data.to_csv(outdir / f"{name}.csv", index=False)
+            changed = before != _digest(outdir / f"{name}.csv")
             written = mod.plot(data, outdir)
         rows = _validated(name, mod.checks(data), claim_namespace(name, mod))
         rows = _controlled(mod.checks, rows)
@@ -525,6 +570,7 @@ def _run_one(
         "seconds": time.perf_counter() - t0,
         "cell_cache": watch.state,
         "compile_seconds": compile_seconds() - c0,
+        "data_changed": changed,
     }
 
 

@@ -118,9 +118,10 @@ def test_large_steps_gap_encodes_p_and_t_apart(drawn, tmp_path):
     P colour at least MIN_LINE_DELTA_E from every T colour) nor a marker; levels within one
     map are apart too."""
     from analyses import _local_sgd_plots as lp
+    from analyses import local_sgd_large_steps as ls
 
     df = pd.read_csv(FIGURES / "local_sgd_large_steps.csv")
-    (fig,) = drawn(lp.plot_osa_gap, df, tmp_path / "gap.png")
+    (fig,) = drawn(lp.plot_osa_gap, df, tmp_path / "gap.png", ls.study_tables())
     p_lines, t_lines = {}, {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):

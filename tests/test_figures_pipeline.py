@@ -272,3 +272,23 @@ def test_index_lists_own_figures_of_analyses_outside_the_run(tmp_path):
     alpha_part = index.split("fake analysis alpha_beta")[0]
     assert "(alpha.png)" in alpha_part
     assert "(alpha_beta.png)" not in alpha_part
+
+
+def test_a_rerun_with_the_same_data_leaves_the_record_and_index_as_they_were(tmp_path):
+    """Rerunning where the data was made leaves runs.json and index.md byte for byte (so
+    ``git status`` stays clean); ``--record-times`` records the new run; changed data is
+    recorded with its command (negative control: the quick data differs)."""
+    pkg, out = _fake_analyses(tmp_path, ("delta",)), tmp_path / "out"
+    assert _figures("--out", out, "--analyses", pkg) == 0
+    files = ("runs.json", "index.md", "checks.json", "delta.csv")
+    first = {f: (out / f).read_bytes() for f in files}
+    assert _figures("--jobs", "1", "--out", out, "--analyses", pkg) == 0
+    assert {f: (out / f).read_bytes() for f in files} == first
+    assert _figures("--record-times", "--out", out, "--analyses", pkg) == 0
+    rec = json.loads((out / "runs.json").read_text())["delta"]
+    assert rec["data"].startswith("convkit figures --record-times")
+    assert (out / "index.md").read_bytes() != first["index.md"]
+    assert _figures("--quick", "--out", out, "--analyses", pkg) == 0  # new data: recorded
+    rec = json.loads((out / "runs.json").read_text())["delta"]
+    assert rec["mode"] == "quick" and "--quick" in rec["data"]
+    assert "This index was written by `convkit figures --quick" in (out / "index.md").read_text()

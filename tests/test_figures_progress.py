@@ -91,8 +91,11 @@ def test_runs_json_records_time_cache_state_compilation_date_and_machine(tmp_pat
     assert isinstance(cold["machine"]["cpu"], str) and cold["machine"]["cpu"]
     assert cold["jobs"] == 1
     assert cold["fresh"]["seconds"] == cold["seconds"]  # a cold run is a fresh clone's time
-    # a rerun reads the cache: warm, and the fresh-clone time of the first run is kept
-    assert _figures("--quick", "--analyses", pkg, "--out", out, "--jobs", "2") == 0
+    # a rerun recording its times reads the cache: warm, and the fresh-clone time of the
+    # first run is kept (without --record-times the unchanged data keeps its record)
+    assert (
+        _figures("--quick", "--record-times", "--analyses", pkg, "--out", out, "--jobs", "2") == 0
+    )
     warm = json.loads((out / "runs.json").read_text())["cells"]
     assert warm["cell_cache"] == "warm"
     assert warm["fresh"] == cold["fresh"] and warm["jobs"] == 2
@@ -100,7 +103,7 @@ def test_runs_json_records_time_cache_state_compilation_date_and_machine(tmp_pat
     assert seconds == cold["fresh"]["seconds"] and note.startswith("fresh clone, ")
     assert recorded_time(warm, "full") == (None, "no recorded time")  # another mode's time
     # a full run from the same (warm) cache: the quick run's fresh time is not the full one's
-    assert _figures("--analyses", pkg, "--out", out) == 0
+    assert _figures("--record-times", "--analyses", pkg, "--out", out) == 0
     full = json.loads((out / "runs.json").read_text())["cells"]
     assert full["mode"] == "full" and full["cell_cache"] == "warm" and "fresh" not in full
 

@@ -85,6 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "independent, so the outputs do not depend on N)",
     )
     p.add_argument(
+        "--record-times",
+        action="store_true",
+        help="record this run's times in runs.json even for analyses whose data and checks "
+        "came out as they were (how a fresh clone's times are recorded); without it such an "
+        "analysis keeps its record, so rerunning where the data was made leaves git clean",
+    )
+    p.add_argument(
         "--compare",
         default=None,
         metavar="DIR",
@@ -119,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jobs=args.jobs,
         replot=args.replot,
         command=shlex.join(["convkit", "figures", *argv]),
+        record_times=args.record_times,
     )
 
 
