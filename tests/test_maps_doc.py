@@ -30,9 +30,12 @@ def test_the_how_to_runs_as_it_stands(tmp_path):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     cr = pd.read_csv(tmp_path / "floor-map" / "map_noise_floor_crossings.csv")
-    gamma_star = 0.1 / (cr.fixed**2 + 0.15)  # along gamma at sigma = fixed
-    sigma_star = np.sqrt(0.05 * (2 - 3 * cr.fixed) / cr.fixed)  # along sigma at gamma = fixed
-    truth = np.where(cr.along == "gamma", gamma_star, sigma_star)
+    f = cr.fixed.to_numpy()
+    truth = np.where(
+        cr.along == "gamma",
+        0.1 / (f**2 + 0.15),  # along gamma at sigma = f: gamma* = 0.1 / (sigma^2 + 0.15)
+        np.sqrt(0.05 * np.abs(2 - 3 * f) / f),  # along sigma at gamma = f (< 2/3)
+    )
     assert len(cr) >= 5 and ((cr.interval_lo <= truth) & (truth <= cr.interval_hi)).all()
     text = DOC.read_text()
     for sigma in (0.5, 1.0):
