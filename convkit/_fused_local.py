@@ -274,15 +274,28 @@ def _compile(D: int) -> Any:
         xf = x.reshape((bm, d, Rb * Pm))  # the same buffers, (replicate, worker) flat
         yf = y.reshape((bm, Rb * Pm))
         accs = np.empty(Rb * Pm, dtype=x.dtype)  # the workers' margins, then coefficients
+        flat = bm == 1 and not rotate  # one sample per worker: the flat (d, Rb Pm) buffers
         for k in range(k0, k1 + 1):
+            if flat:  # 1.-2. as below, in the same order, on the flat buffers
+                m = np.uint64(Rb * Pm)
+                for w in range(m):
+                    for i in range(d):
+                        xf[0, i, w] = gen.standard_normal()
+                for w in range(m):
+                    t = 0.0
+                    for i in range(d):
+                        xi = xf[0, i, w] * sqrt_h[i]
+                        xf[0, i, w] = xi
+                        t += xi * theta_star[i]
+                    yf[0, w] = 1.0 if gen.random() < label_sigmoid(t) else -1.0
             # 1. all the block's standard normals (NumPy's C-order fill of (Rb, Pm, bm, d))
-            for r in range(Rb):
+            for r in range(0 if flat else Rb):
                 for p in range(Pm):
                     for j in range(bm):
                         for i in range(d):
                             x[j, i, r, p] = gen.standard_normal()
             # 2. the features and labels (the uniforms, in C order of (Rb, Pm, bm))
-            for r in range(Rb):
+            for r in range(0 if flat else Rb):
                 for p in range(Pm):
                     for j in range(bm):
                         for i in range(d):
