@@ -77,6 +77,7 @@ from convkit.algorithms.decentralized import (
     DeepSqueeze,
     consensus_distance,
     contraction_rates,
+    log_grid,
     tune_consensus_step,
 )
 from convkit.algorithms.feedback import ErrorFeedbackSGD
@@ -122,7 +123,7 @@ def tune_deepsqueeze_eta(
     value with the smallest rate (ties: the larger ``eta``).
     """
     comp = get_compressor(compressor)
-    grid = np.geomspace(0.01, 1.0, 25) if grid is None else np.asarray(grid, dtype=float)
+    grid = log_grid(0.01, 1.0, 25) if grid is None else np.asarray(grid, dtype=float)
     if grid.ndim != 1 or grid.size == 0 or np.any(grid <= 0) or np.any(grid > 1):
         raise ValueError(f"grid must be a non-empty 1-D array of eta values in (0, 1], got {grid}")
     be = Backend()

@@ -115,6 +115,10 @@ for tname, topo in (("ring16", ring(16)), ("complete8", complete(8))):
             state = algo.step(state, GradientOracle(prob, prob.sample(stream, (8, topo.n, 1))), k, stream)
             h.update(state.x.tobytes())
         out[tname + " " + name] = h.hexdigest()
+from convkit.algorithms.decentralized import log_grid, tune_consensus_step
+tuned = tune_consensus_step(ring(16), TopK(k=5), d=50, seed=0)
+out["tuner"] = [tuned.gamma_c.hex(), [r.hex() for r in tuned.rates.tolist()]]
+out["grids"] = [v.hex() for v in log_grid(1e-3, 1.0, 41).tolist() + log_grid(0.01, 1.0, 25).tolist()]
 print(json.dumps(out))
 """
 
@@ -139,3 +143,16 @@ def test_topk_engines_step_to_the_same_bits_in_the_portable_environment():
     if _host_has_avx512():  # negative control: the BLAS's product (old fast path) moves them
         fast, narrow = _hashes("auto", False), _hashes("auto", True)
         assert sum(fast[k] != narrow[k] for k in fast) >= 3, (fast, narrow)
+
+
+def test_log_grid_is_the_libm_formula():
+    from convkit.algorithms.decentralized import log_grid
+
+    g = log_grid(1e-3, 1.0, 41)
+    assert g[0] == 1e-3 and g[-1] == 1.0 and np.all(np.diff(g) > 0)
+    assert np.array_equal(g, [10.0 ** (-3 + 3 * i / 40) for i in range(41)])
+    assert np.allclose(g, np.geomspace(1e-3, 1.0, 41), rtol=2e-15, atol=0)  # geomspace: <= 8 ulps off
+    with pytest.raises(ValueError, match="low"):
+        log_grid(0.0, 1.0, 5)
+    with pytest.raises(ValueError, match="n"):
+        log_grid(0.1, 1.0, 1)

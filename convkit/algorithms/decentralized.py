@@ -121,6 +121,7 @@ from .gossip import (
     copy_holder_messages,
     directed_messages,
     eta_spectral_gap,
+    log_grid,
     tune_consensus_step,
 )
 
@@ -137,6 +138,7 @@ __all__ = [
     "copy_holder_messages",
     "directed_messages",
     "eta_spectral_gap",
+    "log_grid",
     "tune_consensus_step",
 ]
 

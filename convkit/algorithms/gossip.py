@@ -26,6 +26,7 @@ __all__ = [
     "copy_holder_messages",
     "directed_messages",
     "eta_spectral_gap",
+    "log_grid",
     "tune_consensus_step",
 ]
 
@@ -138,6 +139,20 @@ def _exp(v: float) -> float:
     return math.inf if v > 709.0 else math.exp(v)
 
 
+def log_grid(low: float, high: float, n: int) -> np.ndarray:
+    """``n >= 2`` log-spaced values from ``low`` to ``high`` (both > 0), the same bits on every
+    CPU: ``10 ** (log10 low + (log10 high - log10 low) i / (n - 1))`` by the C library's
+    scalar ``log10`` and ``pow``.  ``np.geomspace`` takes them from NumPy's SIMD loops, whose
+    AVX2 and AVX512 versions differ in the last bit at some points (the tuners' default grids:
+    one gamma_c and one eta value each), and a consensus step one ulp off leads a top-k run
+    to another trajectory."""
+    n = check_int("n", n, low=2)
+    low = check_real("low", low, low=0.0, low_inclusive=False)
+    high = check_real("high", high, low=0.0, low_inclusive=False)
+    a, b = math.log10(low), math.log10(high)
+    return np.array([10.0 ** (a + (b - a) * i / (n - 1)) for i in range(n)])
+
+
 def contraction_rates(e_half: Any, e_end: Any, steps: int, groups: int) -> np.ndarray:
     """Per-step contraction rates of gossip runs, the same bits on every CPU: for ``groups``
     groups of equally many runs (``e_half``, ``e_end``: the consensus distances of every run
@@ -169,7 +184,7 @@ def tune_consensus_step(
 ) -> ConsensusTuning:
     """Pick CHOCO-SGD's consensus step ``gamma_c`` by simulating CHOCO-gossip (no gradients).
 
-    For every ``gamma_c`` of ``grid`` (default: 41 log-spaced values in ``[1e-3, 1]``), all at
+    For every ``gamma_c`` of ``grid`` (default: 41 log-spaced values in ``[1e-3, 1]``, :func:`log_grid`), all at
     once in one ``(len(grid) * replicates, P, d)`` block with the same random start ``X_0``
     (i.i.d. ``N(0, 1)`` entries, centred over the nodes so that the consensus value is 0 and
     the consensus distance is free of cancellation down to tiny values) and ``X_hat_0 = 0``
@@ -189,7 +204,7 @@ def tune_consensus_step(
     iterations = check_int("iterations", iterations, low=2)
     R = check_int("replicates", replicates, low=1)
     if grid is None:
-        grid = np.geomspace(1e-3, 1.0, 41)
+        grid = log_grid(1e-3, 1.0, 41)
     grid = np.atleast_1d(np.asarray(grid, dtype=np.float64))
     if grid.ndim != 1 or grid.size == 0:
         raise ValueError(f"grid must be a non-empty 1-D sequence of gamma_c values, got {grid!r}")
