@@ -201,3 +201,30 @@ def test_thread_plan_balances_a_single_block_by_cost():
     # three blocks, two threads: one whole block each, the third split
     plan = _parallel.plan_threads(0, 3, 2, [1, 1, 1, 1])
     assert plan == [[(0, 1, None), (2, 3, (0, 2))], [(1, 2, None), (2, 3, (1, 3))]]
+
+
+@pytest.mark.parametrize(
+    ("workers", "unstable_step"), [((8, 8, 8), 3.5), ((16, 2, 6), 4.5), ((4, 5, 1), 2.0)]
+)
+def test_bookkeeping_is_bit_identical_for_every_worker_count(workers, unstable_step):
+    # the bookkeeping of the segment kernel is compiled with the worker count a constant for
+    # P = 2, 4, 8, 16 and generic otherwise (5, 6, 1); with all workers of the buffers, batch
+    # 1, d = 2, the workers' step is one pass: every variant against the step-by-step engine,
+    # with averaging every step (MBA), rounds, a tail average and divergent replicates
+    prob = ck.LogisticRegression.gaussian(2, spectrum="1/i", theta_star=np.ones(2))
+    step = ck.PolyDecay(1.5, 0.6)
+    P0, P1, P2 = workers
+    algos = [
+        ck.MBA(P0, step),
+        ck.LocalSGD(P1, step, comm=ck.Rounds(9), name="R9"),
+        ck.LocalSGD(P2, step, comm="every:4", name="E4"),
+        ck.LocalSGD(P0, ck.Constant(unstable_step), comm="every:2", name="unstable"),
+    ]
+    kw = dict(steps=260, replicates=70, n_record=5, tail=0.4, divergence_factor=2.0)
+    with pytest.warns(ck.DivergenceWarning):
+        fused = _run(prob, algos, True, **kw)
+    with pytest.warns(ck.DivergenceWarning):
+        plain = _run(prob, algos, False, **kw)
+    unstable = fused.values["unstable"].diverged_at
+    assert 0 < (unstable > 0).sum() < unstable.size  # some replicates diverge, not all
+    _assert_same(fused, plain)
