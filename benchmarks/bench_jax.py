@@ -20,7 +20,7 @@ One core: the process is pinned to one CPU (``os.sched_setaffinity``, as ``tasks
 gets ``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` (set before JAX is
 imported), numba one thread and ``simulate`` ``threads=1``.  Compilation is excluded (each
 side runs once before the timing); the two are timed interleaved, best of several repeats (3,
-quick 2).  ``jax_vs_convkit`` = JAX seconds / convkit seconds (higher: convkit faster).
+quick 2), in CPU time (:func:`benchmarks.bench_floor.best_cpu_of`; wall times beside).  ``jax_vs_convkit`` = JAX seconds / convkit seconds (higher: convkit faster).
 
 Needs the optional extra ``jax`` (``pip install convkit[jax]``); without JAX it says so and
 measures nothing.
@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_floor import CELL, setting
-from benchmarks.timing import best_of
+from benchmarks.bench_floor import CELL, best_cpu_of, setting
 
 #: the largest |difference of means| / SE the agreement check accepts for any schedule
 Z_MAX = 4.0
@@ -149,13 +148,15 @@ def timings(quick: bool = False, repeats: int | None = None) -> dict[str, Any]:
 
     ck_run()  # compile both
     jax_run()
-    t_ck, t_jax = best_of([ck_run, jax_run], repeats or (2 if quick else 3))
+    (t_ck, w_ck), (t_jax, w_jax) = best_cpu_of([ck_run, jax_run], repeats or (2 if quick else 3))
     m_ck, se_ck = _mean_se(holder["convkit"])
     m_jax, se_jax = _mean_se(holder["jax"])
     z = np.abs(m_ck - m_jax) / np.sqrt(se_ck**2 + se_jax**2)
     return {
         "convkit": t_ck,
         "jax": t_jax,
+        "convkit_wall": w_ck,
+        "jax_wall": w_jax,
         "z": z,
         "labels": [a.name for a in algos],
         "mean_convkit": m_ck,
@@ -200,9 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     t = timings(args.quick, args.repeats)
     g = t["gradients"]
     print(f"Local-SGD logistic cell, one core, JAX {t['jax_version']}: {g:.3g} worker-gradients")
-    print(f"convkit.simulate  {t['convkit']:8.3f} s  {t['convkit'] / g * 1e9:6.2f} ns per gradient")
-    print(f"JAX jit+vmap+scan {t['jax']:8.3f} s  {t['jax'] / g * 1e9:6.2f} ns per gradient")
-    print(f"ratio JAX / convkit: {t['jax'] / t['convkit']:.2f}")
+    print("                   CPU s   ns per worker-gradient   (wall s)")
+    for name, key in (("convkit.simulate", "convkit"), ("JAX jit+vmap+scan", "jax")):
+        print(
+            f"{name:<17} {t[key]:7.3f}   {t[key] / g * 1e9:6.2f}                   ({t[key + '_wall']:.3f})"
+        )
+    print(f"ratio JAX / convkit (CPU time): {t['jax'] / t['convkit']:.2f}")
+    print(f"the same by wall time: {t['jax_wall'] / t['convkit_wall']:.2f}")
     worst = int(np.argmax(t["z"]))
     ok = float(t["z"].max()) <= Z_MAX
     print(
