@@ -202,14 +202,19 @@ def _build_book_rows() -> Any:
     :func:`_build_finish_row` does, in its order: ``m = sum / P``, ``sums += m``, ``tails +=
     m`` (``tail``), ``||m - theta*||^2`` and the averaging ``theta_p <- m`` (``avg``), the
     divergence check (the first ``k`` with ``not (dist <= thr)`` stored).  ``uP`` and ``P``
-    are the worker count (unsigned and signed): inlined with a constant, LLVM unrolls the
-    sums (measured 6.4 -> 3.7 ns per row at ``P = 8``, ``d = 2``)."""
+    are the worker count (unsigned and signed); ``pow2``: ``P`` is a power of two, and then
+    ``m = sum * inv`` with ``inv = 1 / P`` (exact), the correctly rounded ``sum / P`` (a
+    division costs more than the rest of a row's bookkeeping).  Inlined with a constant ``P``
+    (the kernel does so for ``P = 8``), LLVM unrolls the sums: measured at ``P = 8``, ``d =
+    2``, 6.4 ns per row with ``P`` a variable and a division, 5.3 with the multiplication,
+    3.7 with the constant.  Each constant ``P`` costs about 1.5 s of the kernel's first
+    compilation (four of them doubled it), hence one."""
     numba = _numba()
 
     @numba.njit(**_INLINED)
     def book(  # pragma: no cover - compiled
-        theta, ub, uP, P, cs, Rb, d, a, s0, k, avg, tail, theta_star, mean, sums, tails, div,
-        thr,
+        theta, ub, uP, P, pow2, inv, cs, Rb, d, a, s0, k, avg, tail, theta_star, mean, sums,
+        tails, div, thr,
     ):  # fmt: skip
         P4 = uP - uP % np.uint64(4)
         for r in range(Rb):
@@ -229,7 +234,8 @@ def _build_book_rows() -> Any:
                     q3 += theta[w + p + np.uint64(3)]
                 for p in range(P4, uP):
                     q0 += theta[w + p]
-                mi = ((q0 + q1) + (q2 + q3)) / P
+                q = (q0 + q1) + (q2 + q3)
+                mi = q * inv if pow2 else q / P  # the same number when P is a power of two
                 mean[a, row, i] = mi
                 sums[a, row, i] += mi
                 if tail:
@@ -369,26 +375,15 @@ def _compile(D: int) -> Any:
                                 for i in range(d):
                                     theta[ur + np.uint64(i) * cs + p] -= cj * x[j, i, r, p]
                 # 4. the engine's bookkeeping of the block's rows (worker_sums and finish,
-                # the same operations in the same order), with the worker count a constant
-                # for the common counts: LLVM unrolls the workers' sums and divides by a power
-                # of two exactly as a multiplication (about half the time, measured)
+                # the same operations in the same order)
                 avg = masks[a, k - 1] and Pa > 1
                 tail = k >= tail_start[a]
-                if Pa == 8:
-                    book(theta, ub, np.uint64(8), 8, cs, Rb, d, a, s0, k, avg, tail, theta_star,
-                         mean, sums, tails, div, thr)  # fmt: skip
-                elif Pa == 4:
-                    book(theta, ub, np.uint64(4), 4, cs, Rb, d, a, s0, k, avg, tail, theta_star,
-                         mean, sums, tails, div, thr)  # fmt: skip
-                elif Pa == 16:
-                    book(theta, ub, np.uint64(16), 16, cs, Rb, d, a, s0, k, avg, tail,
-                         theta_star, mean, sums, tails, div, thr)  # fmt: skip
-                elif Pa == 2:
-                    book(theta, ub, np.uint64(2), 2, cs, Rb, d, a, s0, k, avg, tail, theta_star,
-                         mean, sums, tails, div, thr)  # fmt: skip
+                if Pa == 8:  # the large-step studies' worker count, as a constant
+                    book(theta, ub, np.uint64(8), 8, True, 0.125, cs, Rb, d, a, s0, k, avg,
+                         tail, theta_star, mean, sums, tails, div, thr)  # fmt: skip
                 else:
-                    book(theta, ub, uP, Pa, cs, Rb, d, a, s0, k, avg, tail, theta_star, mean,
-                         sums, tails, div, thr)  # fmt: skip
+                    book(theta, ub, uP, Pa, Pa & (Pa - 1) == 0, 1.0 / Pa, cs, Rb, d, a, s0, k,
+                         avg, tail, theta_star, mean, sums, tails, div, thr)  # fmt: skip
 
     return segment
 

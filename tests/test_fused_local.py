@@ -207,10 +207,11 @@ def test_thread_plan_balances_a_single_block_by_cost():
     ("workers", "unstable_step"), [((8, 8, 8), 3.5), ((16, 2, 6), 4.5), ((4, 5, 1), 2.0)]
 )
 def test_bookkeeping_is_bit_identical_for_every_worker_count(workers, unstable_step):
-    # the bookkeeping of the segment kernel is compiled with the worker count a constant for
-    # P = 2, 4, 8, 16 and generic otherwise (5, 6, 1); with all workers of the buffers, batch
-    # 1, d = 2, the workers' step is one pass: every variant against the step-by-step engine,
-    # with averaging every step (MBA), rounds, a tail average and divergent replicates
+    # the bookkeeping of the segment kernel: P = 8 compiled as a constant, the other powers of
+    # two (1, 2, 4, 16) dividing by a multiplication with 1 / P, the others (5, 6) by a
+    # division; with all workers of the buffers, batch 1, d = 2, the workers' step is one
+    # pass: every variant against the step-by-step engine, with averaging every step (MBA),
+    # rounds, a tail average and divergent replicates
     prob = ck.LogisticRegression.gaussian(2, spectrum="1/i", theta_star=np.ones(2))
     step = ck.PolyDecay(1.5, 0.6)
     P0, P1, P2 = workers
