@@ -47,8 +47,14 @@ wraparound) and no pass that writes what another of its rows reads (a single pas
 (``d = 2``, T = 1e5, 64 replicates, 22-24 algorithms), ns per replicate, algorithm and
 gradient, before (libm ``exp``, ``(R, P_a, d)``) -> now: ``P = 2`` 46 -> 19, ``P = 4``
 28 -> 14, ``P = 8`` 16 -> 12, ``P = 16`` 13 -> 9.5; at ``d = 10`` (16 workers) 700 ->
-323 ns per replicate, algorithm and step.  The engine sees the usual ``(R, P_a, d)`` states
-(transposed views).
+323 ns per replicate, algorithm and step.  Then (``benchmarks/bench_floor.py``: the same
+cell through :func:`convkit.simulate`, 21 schedules, CPU time, interleaved best of 5, shared
+machine) 4.6-5.0 -> 3.8-4.1 ns per worker-gradient, against a floor of 2.4 ns for the sampling
+and the workers' steps alone: at ``d <= 8`` with batch 1 and all workers, the workers' step in
+one pass (margin, coefficient, update); the bookkeeping of a block's rows in one inlined
+helper (:func:`_build_book_rows`) with ``P = 8`` a constant and ``sum / P`` as an exact
+multiplication for the other powers of two; the draws on flat buffers for batch 1.  The
+engine sees the usual ``(R, P_a, d)`` states (transposed views).
 
 Same fast-math flags as the one-step kernels: ``contract`` for logistic regression
 (``reassoc`` could undo the split of ``ln 2`` in the ``exp``), ``reassoc`` and ``contract`` for
@@ -207,8 +213,9 @@ def _build_book_rows() -> Any:
     division costs more than the rest of a row's bookkeeping).  Inlined with a constant ``P``
     (the kernel does so for ``P = 8``), LLVM unrolls the sums: measured at ``P = 8``, ``d =
     2``, 6.4 ns per row with ``P`` a variable and a division, 5.3 with the multiplication,
-    3.7 with the constant.  Each constant ``P`` costs about 1.5 s of the kernel's first
-    compilation (four of them doubled it), hence one."""
+    3.7 with the constant.  A constant costs compilation: the logistic kernel's first
+    compilation at ``d = 2`` took 5.5 s without one, 8.7 s with ``P = 8`` and 11.3 s with
+    ``P`` = 2, 4, 8 and 16 (wall, shared machine), hence one."""
     numba = _numba()
 
     @numba.njit(**_INLINED)
