@@ -151,8 +151,9 @@ class Parameter:
     allowed as well; ``symbol``: the notation shown after the name in messages
     (``consensus_step (gamma_c) must be in (0, 1]``); ``doc``: what it is; ``wrong``: for an
     ``object`` parameter, values its class refuses (its check lives in the class's parser),
-    which the generated invalid-value tests pass; ``shown``: the default label and
-    ``describe()`` show it (a variant's settings, :class:`convkit.algorithms.local.LocalSGD`).  :meth:`check` validates a value with the
+    which the generated invalid-value tests pass; ``shown``: the default label shows
+    it as ``name=value`` (``True``: always, ``"changed"``: when it is not the default;
+    :meth:`convkit.algorithms.base.Algorithm.shown_label`).  :meth:`check` validates a value with the
     helpers above (the messages name the parameter, the value and what is allowed);
     :meth:`invalid_values` gives values :meth:`check` refuses, :meth:`allowed` the allowed
     range in words (help texts).  The class declares its parameters in a ``parameters``
@@ -170,13 +171,17 @@ class Parameter:
     symbol: str = ""
     doc: str = ""
     wrong: tuple[Any, ...] = ()
-    shown: bool = False
+    shown: bool | str = False
 
     def __post_init__(self) -> None:
         if self.kind not in PARAMETER_KINDS:
             raise ValueError(f"Parameter kind must be one of {PARAMETER_KINDS}, got {self.kind!r}")
         if self.kind == "options" and not self.options:
             raise ValueError("an options Parameter needs its options")
+        if self.shown not in (False, True, "changed"):
+            raise ValueError(
+                f"Parameter shown must be False, True or 'changed', got {self.shown!r}"
+            )
 
     @property
     def required(self) -> bool:

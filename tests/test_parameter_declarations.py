@@ -175,7 +175,8 @@ def test_the_command_line_options_are_the_declarations():
 )
 def test_describe_and_the_label_show_the_declared_settings(cls):
     """describe() holds every declared plain setting the instance keeps, by its constructor
-    name and value; a setting declared ``shown`` appears in the default label as ``name=``."""
+    name and value; a setting declared ``shown`` appears in the default label as ``name=``
+    (``shown="changed"``: only away from its default, also checked on the default value)."""
     algo = cls.example()
     desc = algo.describe()
     for name, p in cls.declared().items():
@@ -184,5 +185,8 @@ def test_describe_and_the_label_show_the_declared_settings(cls):
             continue
         if isinstance(value, bool | int | float | str):
             assert desc[name] == value, (cls.__name__, name)
-        if p.shown:
+        if p.shown is True or (p.shown == "changed" and value != p.default):
             assert f"{name}=" in algo.default_label(), (cls.__name__, name)
+        if p.shown == "changed":
+            at_default = cls(**{**cls.example_settings(), name: p.default})
+            assert f", {name}=" not in at_default.default_label(), (cls.__name__, name)

@@ -274,6 +274,21 @@ class Algorithm(Declared, ABC):
     def default_label(self) -> str:
         return f"{type(self).__name__}(P={self.workers}, b={self.batch})"
 
+    def shown_label(self) -> str:
+        """The label's part of the declared settings marked ``shown``
+        (:class:`convkit.validation.Parameter`), in declaration order: ``, name=value`` for
+        each (numbers as ``:g``), always for ``shown=True``, for ``shown="changed"`` only
+        when the value is not the declared default."""
+        parts = []
+        for key, p in type(self).declared().items():
+            value = getattr(self, key, None)
+            if not p.shown or (p.shown == "changed" and value == p.default):
+                continue
+            number = isinstance(value, float | int) and not isinstance(value, bool)
+            text = f"{value:g}" if number else str(value)
+            parts.append(f", {key}={text}")
+        return "".join(parts)
+
     def gamma(self, k: int) -> float:
         """Step size of local step ``k`` (after :meth:`prepare`)."""
         return self._gammas[k - 1]

@@ -529,7 +529,9 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
     state_metrics = ("consensus", "grad_norm2", "estimate_gap")
     paper_name = "ECD-PSGD"
     parameters: ClassVar[dict[str, Parameter]] = {
-        "copies_start": options(*COPIES_STARTS, default="x0", doc="start y_0 of the estimates"),
+        "copies_start": options(
+            *COPIES_STARTS, default="x0", shown="changed", doc="start y_0 of the estimates"
+        ),
     }
 
     @classmethod
@@ -566,10 +568,7 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
         return ECDState(theta0, _copies(theta0, self.copies_start))
 
     def default_label(self) -> str:
-        label = super().default_label()
-        if self.copies_start == "x0":
-            return label
-        return label[:-1] + f", copies_start={self.copies_start})"
+        return super().default_label()[:-1] + self.shown_label() + ")"
 
     def step(self, state: ECDState, oracle: Any, k: int, stream: Any) -> ECDState:
         gamma = self.gamma(k)
@@ -657,10 +656,11 @@ class CHOCOSGD(DecentralizedAlgorithm):
     )
     parameters: ClassVar[dict[str, Parameter]] = {
         "consensus_step": real(low=0.0, high=1.0, low_inclusive=False, symbol="gamma_c",
-                               doc="consensus step size gamma_c"),
-        "order": options(*CHOCO_ORDERS, default="paper", doc="the paper's order or the "
-                         "reference code's"),
-        "copies_start": options(*COPIES_STARTS, default="x0", doc="start of the copies x_hat"),
+                               shown=True, doc="consensus step size gamma_c"),
+        "order": options(*CHOCO_ORDERS, default="paper", shown="changed",
+                         doc="the paper's order or the reference code's"),
+        "copies_start": options(*COPIES_STARTS, default="x0", shown="changed",
+                                doc="start of the copies x_hat"),
     }  # fmt: skip
 
     @classmethod
@@ -740,11 +740,9 @@ class CHOCOSGD(DecentralizedAlgorithm):
         return {"replica_gap": _mean_sq_norm(state.x_hat - state.x)}
 
     def default_label(self) -> str:
-        extra = "" if self.order == "paper" else f", order={self.order}"
-        extra += "" if self.copies_start == "x0" else f", copies_start={self.copies_start}"
         return (
-            f"CHOCOSGD({self.topology.name}, {self.compressor.name}, "
-            f"consensus_step={self.consensus_step:g}{extra}, b={self.batch})"
+            f"CHOCOSGD({self.topology.name}, {self.compressor.name}{self.shown_label()}, "
+            f"b={self.batch})"
         )
 
 
@@ -777,7 +775,9 @@ class DeepSqueeze(DecentralizedAlgorithm):
         exact={"least_squares": "deep_squeeze"}, kernels=("sgd-update", "topk-deepsqueeze")
     )
     parameters: ClassVar[dict[str, Parameter]] = {
-        "eta": real(low=0.0, high=1.0, low_inclusive=False, doc="consensus step size eta"),
+        "eta": real(
+            low=0.0, high=1.0, low_inclusive=False, shown=True, doc="consensus step size eta"
+        ),
     }
 
     @classmethod
@@ -841,6 +841,6 @@ class DeepSqueeze(DecentralizedAlgorithm):
 
     def default_label(self) -> str:
         return (
-            f"DeepSqueeze({self.topology.name}, {self.compressor.name}, eta={self.eta:g}, "
+            f"DeepSqueeze({self.topology.name}, {self.compressor.name}{self.shown_label()}, "
             f"b={self.batch})"
         )

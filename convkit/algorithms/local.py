@@ -138,12 +138,6 @@ class LocalSGD(Algorithm):
         self.comm.check_step(step)
         self.float_bits = self.checked("float_bits", float_bits)
 
-    @property
-    def shown_settings(self) -> tuple[str, ...]:
-        """The settings its label and description show besides P, b and comm: the declared
-        parameters marked ``shown`` (a variant's server parameters), in declaration order."""
-        return tuple(name for name, p in self.declared().items() if p.shown)
-
     def server_update(self) -> ServerUpdate:
         """The server's transform of the round's pseudo-gradient
         (:mod:`convkit.algorithms.server`): :func:`~convkit.algorithms.server.average`, the
@@ -209,7 +203,7 @@ class LocalSGD(Algorithm):
         return out
 
     def default_label(self) -> str:
-        shown = "".join(f", {k}={getattr(self, k):g}" for k in self.shown_settings)
+        shown = self.shown_label()
         return f"{type(self).__name__}(P={self.workers}, b={self.batch}, {self.comm.label}{shown})"
 
 

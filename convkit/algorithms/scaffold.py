@@ -115,7 +115,7 @@ class SCAFFOLD(Algorithm):
 
     parameters: ClassVar[dict[str, Parameter]] = {
         "comm": replace(COMM, default="every:10"),
-        "server_step": real(low=0, low_inclusive=False, default=1.0,
+        "server_step": real(low=0, low_inclusive=False, default=1.0, shown="changed",
                             doc="global step size eta_g (1: the server takes the nodes' mean)"),
         "float_bits": FLOAT_BITS,
         "downlink": flag(False, doc="count the server's broadcast of (x, c) as well"),
@@ -206,5 +206,4 @@ class SCAFFOLD(Algorithm):
         }
 
     def default_label(self) -> str:
-        eta = "" if self.server_step == 1.0 else f", server_step={self.server_step:g}"
-        return f"SCAFFOLD(P={self.workers}, b={self.batch}, {self.comm.label}{eta})"
+        return f"SCAFFOLD(P={self.workers}, b={self.batch}, {self.comm.label}{self.shown_label()})"
