@@ -151,11 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="eigenvalues h_i of the design covariance: 'flat' (1), '1/i', '1/i^2' or "
         "'kappa:K' (log-spaced from 1 to 1/K, K >= 1)",
     )
+    noise, noise_default = _declared("noise", ["LeastSquares"])
     opt(
         "--noise",
-        type=_real("[0, inf)", lambda v: v >= 0),
-        default=1.0,
-        help="standard deviation of the additive label noise; number >= 0",
+        type=_declared_type(noise),
+        default=noise_default,
+        help=f"{noise.doc}; {noise.allowed()}",
     )
     workers, _ = _declared("workers", ["LocalSGD"])
     opt("--workers", f"{workers.doc}; {workers.allowed()}", type=_declared_type(workers), default=8)
