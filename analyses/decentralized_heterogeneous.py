@@ -95,10 +95,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analyses import _bits_to_target as B
 from analyses import _decentralized_common as C
 from convkit import verdicts as V
 from convkit.compression import QSGD, TopK
-from convkit.plotting import color, legend_outside, plain
+from convkit.plotting import color, legend_outside
 from convkit.problems.datasets import (
     breast_cancer,
     load_svmlight,
@@ -313,47 +314,6 @@ def _curve(data: pd.DataFrame, **sel) -> pd.DataFrame:
         m &= (data[k] == v).to_numpy()
     sub = data[m]
     return sub[sub["count"] > 0].sort_values("step")
-
-
-def bits_to_target(data: pd.DataFrame) -> pd.DataFrame:
-    """Bits and iterations at which each method's mean error first reaches a target, with
-    the interval from the crossings of mean -+ 2 SE; one row per setting, method and target.
-
-    Two targets: ``"fixed"`` (the ``target`` column: 0.02 for least squares, 5 % of the
-    initial excess risk for logistic) and ``"relative"`` (twice D-PSGD's error floor in the
-    same setting and steps: its excess risk averaged over the last quarter of the record
-    points), which stays reachable when heterogeneity lifts every floor above the fixed one."""
-    rows = []
-    err = data[data.metric == "excess_risk"]
-    keys = ["problem", "split", "topology", "steps_kind", "method"]
-    floors = {}
-    for key, c in err[err.method == "D-PSGD"].groupby(keys[:4], sort=False):
-        c = c[c["count"] > 0].sort_values("step")
-        floors[key] = 2.0 * float(c["mean"].tail(max(1, len(c) // 4)).mean())
-    for key, c in err.groupby(keys, sort=False):
-        c = c[c["count"] > 0].sort_values("step")
-        m, s = c["mean"].to_numpy(), c["se"].to_numpy()
-        b, st = c["bits"].to_numpy(dtype=float), c["step"].to_numpy(dtype=float)
-        b = np.maximum(b, 1.0)
-        for kind, lvl in (("fixed", float(c["target"].iloc[0])), ("relative", floors[key[:4]])):
-            rows.append(
-                {
-                    **dict(zip(keys, key)),
-                    "target_kind": kind,
-                    "zeta2": plain(float(c["zeta2"].iloc[0])),
-                    "gamma": plain(float(c["gamma"].iloc[0])),
-                    "L_max": plain(float(c["L_max"].iloc[0])),
-                    "steps": int(c["steps"].iloc[0]),
-                    "target": plain(lvl),
-                    "bits": plain(C.level_crossing(b, m, lvl)),
-                    "bits_lo": plain(C.level_crossing(b, m - 2 * s, lvl)),
-                    "bits_hi": plain(C.level_crossing(b, m + 2 * s, lvl)),
-                    "iterations": plain(C.level_crossing(st, m, lvl)),
-                    "final_error": plain(float(m[-1])),
-                    "n_diverged": int(c["n_diverged"].iloc[0]),
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------- figures
@@ -577,7 +537,7 @@ def checks(data: pd.DataFrame) -> list[dict]:
                 "here (the zeta^2 term is tested with additive noise in decentralized_rate)",
             )
         )
-    bt = bits_to_target(data)
+    bt = B.bits_to_target(data)
     for steps_kind in TUNED_KINDS:
         for kind in ("fixed", "relative"):
             sel = bt[(bt.steps_kind == steps_kind) & (bt.target_kind == kind)]
@@ -683,53 +643,6 @@ def grid_edges(data: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["tuning_score"])
 
 
-def _ranks(bits: dict[str, float]) -> str:
-    """Methods ordered by bits to target (fewest first; not reached last, tied)."""
-    reached = sorted((b, m) for m, b in bits.items() if np.isfinite(b))
-    rest = [m for m, b in bits.items() if not np.isfinite(b)]
-    return " < ".join(m for _, m in reached) + (
-        f" (not reached: {', '.join(rest)})" if rest else ""
-    )
-
-
-def _discordant_pairs(a: dict[str, float], b: dict[str, float]) -> int:
-    """Pairs of methods ordered differently by bits ``a`` and ``b`` (a Kendall distance;
-    not reached counts as infinite bits, two not-reached methods as tied)."""
-
-    def sign(u: float, v: float) -> int:
-        u, v = (np.inf if np.isnan(u) else u), (np.inf if np.isnan(v) else v)
-        return 0 if u == v else (1 if u > v else -1)
-
-    ms = list(a)
-    return sum(sign(a[x], a[y]) != sign(b[x], b[y]) for i, x in enumerate(ms) for y in ms[i + 1 :])
-
-
-def bits_ratio(tail: pd.Series, bits: pd.Series) -> tuple[float, float, float]:
-    """Ratio of the bits to target at the bits-tuned step to those at the tail-tuned step,
-    with the interval ``[lo_bits / hi_tail, hi_bits / lo_tail]`` from the crossings of
-    mean -+ 2 SE of both curves (a crossing that never happens: infinite bits); ``nan``
-    when neither tuned step reaches the target."""
-
-    def inf(v: float) -> float:
-        return float("inf") if np.isnan(v) else float(v)
-
-    with np.errstate(all="ignore"):
-        r = inf(bits["bits"]) / inf(tail["bits"])
-        lo = inf(bits["bits_lo"]) / inf(tail["bits_hi"])
-        hi = inf(bits["bits_hi"]) / inf(tail["bits_lo"])
-    return float(r), float(lo), float(hi)
-
-
-def _fmt_ratio(r: float, lo: float, hi: float) -> str:
-    if np.isnan(r):
-        return "neither reaches"
-    if r == 0:
-        return "reached only when tuned for bits"
-    if np.isinf(r):
-        return "reached only when tuned for the tail"
-    return f"{r:.3g} [{lo:.2g}, {hi:.2g}]"
-
-
 def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[dict]:
     """Per setting (fixed target): does the ranking of the methods by bits to target change
     between the two tuning rules, and each method's bits ratio (bits rule / tail rule)."""
@@ -744,7 +657,7 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[di
         total += 1
         bt_tail = {m: float(t.loc[m, "bits"]) for m in C.METHODS}
         bt_bits = {m: float(b.loc[m, "bits"]) for m in C.METHODS}
-        k = _discordant_pairs(bt_tail, bt_bits)
+        k = B.discordant_pairs(bt_tail, bt_bits)
         where = f"{key[0].replace('logistic ', '')} {key[1]} {key[2]}"
         if k:
             changed.append(where)
@@ -752,14 +665,14 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[di
         for m in C.METHODS:
             n_methods += 1
             moved += int(t.loc[m, "gamma"] != b.loc[m, "gamma"])
-            r = bits_ratio(t.loc[m], b.loc[m])
+            r = B.bits_ratio(t.loc[m], b.loc[m])
             if np.isfinite(r[0]) and r[0] > 0 and t.loc[m, "gamma"] != b.loc[m, "gamma"]:
                 ratios.append(r[0])
             gt, gb = float(t.loc[m, "gamma"]), float(b.loc[m, "gamma"])
             if gt == gb:  # the same run (see _setting_runs): ratio 1 exactly
                 per.append(f"{m} (gamma {gt:.3g} under both): same run")
             else:
-                per.append(f"{m} (gamma {gt:.3g} -> {gb:.3g}): {_fmt_ratio(*r)}")
+                per.append(f"{m} (gamma {gt:.3g} -> {gb:.3g}): {B.bits_ratio_text(*r)}")
         out.append(
             V.check_row(
                 result="decentralized_heterogeneous.ranking_by_tuning_rule",
@@ -767,7 +680,7 @@ def _tuning_rule_checks(bt: pd.DataFrame, n: int, data: pd.DataFrame) -> list[di
                 "compared on the evaluation seed; ratio = bits (bits rule) / bits (tail "
                 "rule) with [lo/hi] from the crossings of mean -+ 2 SE",
                 measured=f"ranking {'changes' if k else 'unchanged'} ({k} of 15 method pairs "
-                f"reorder); tail rule: {_ranks(bt_tail)}; bits rule: {_ranks(bt_bits)}; "
+                f"reorder); tail rule: {B.bits_ranking(bt_tail)}; bits rule: {B.bits_ranking(bt_bits)}; "
                 + "; ".join(per),
                 theoretical="-",
                 verdict=V.MEASURED,
@@ -869,7 +782,7 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
     """Formatted numbers for the README (least squares): bits to target at the steps tuned
     for the tail error (``bits_<target>_<zeta>_<graph>_<method>``) and at those tuned for
     bits (``bitstuned_...``), and both steps (``gamma_tail_...``, ``gamma_bits_...``)."""
-    bt = bits_to_target(data)
+    bt = B.bits_to_target(data)
     out = {}
     t = bt[bt.steps_kind.isin(TUNED_KINDS) & (bt.problem == "least-squares")]
     prefix = {"tuned_tail": "bits", "tuned_bits": "bitstuned"}

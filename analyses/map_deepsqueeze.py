@@ -27,7 +27,7 @@ times at either end, 4 replicates on the tuning seed); then both at their tuned 
 common random numbers (R = 8 replicates, n = 600 iterations, 20 record points; quick: R = 4,
 n = 200, step grid of factor 2). Bits to the target: the first crossing of the mean excess-risk curve of the node average (log-log interpolation), the interval from
 the crossings of mean -+ 2 SE; the ratio's interval ``[lo_DS / hi_CHOCO, hi_DS / lo_CHOCO]``
-(:func:`analyses.decentralized_heterogeneous.bits_ratio`): it covers the evaluation's
+(:func:`analyses._bits_to_target.bits_ratio`): it covers the evaluation's
 replicates, not the noise of the step choice (a tuned step one grid value off moves the
 ratio by 1.41). A point whose interval contains 1 is unresolved; where only one method reaches the target the ratio is 0 (holds) or infinite
 (violated); where neither does, imprecise.
@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from analyses import _decentralized_common as C
-from analyses.decentralized_heterogeneous import bits_ratio
+from analyses._bits_to_target import bits_ratio
 from analyses.map_scaffold import redraw_markers, symmetric_colours
 from convkit import verdicts as V
 from convkit.compression import TopK

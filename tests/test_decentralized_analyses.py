@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analyses import _bits_to_target as B
 from analyses import _decentralized_common as C
 from convkit.compression import Identity, TopK
 from convkit.verdicts import VERDICTS
@@ -99,7 +100,7 @@ def test_heterogeneous_committed_numbers():
             r.method, C.topology(r.topology), 0.01, M.compressor(r.method), gamma_c=0.5, eta=0.5
         )
         assert r.bits == algo.comm_counts(r.step, M.D)["bits"][-1]
-    bt = M.bits_to_target(data)
+    bt = B.bits_to_target(data)
     sel = bt[
         (bt.problem == "least-squares")
         & (bt.split == "zeta2=0")
