@@ -13,11 +13,10 @@ from convkit.checks import (
     check_bound,
     find_threshold,
     fit_exponent,
-    log_moment_growth_rate,
-    mean_square_growth_rate,
     paired_ratio,
     stability_bracket,
 )
+from convkit.growth_rates import log_moment_growth_rate, mean_square_growth_rate
 
 
 # ------------------------------------------------------------------ check_bound

@@ -397,9 +397,10 @@ DS_ETA = 0.2
 def _ds_ms_limit(quick: bool, guess: float) -> dict[str, Any]:
     """Largest mean-square stable constant gamma of noise-free DeepSqueeze (theta* = 0, so the
     recursion of the state (X, Delta) is positively homogeneous with top-k): bisection on the
-    sign of :func:`convkit.checks.mean_square_growth_rate`."""
+    sign of :func:`convkit.growth_rates.mean_square_growth_rate`."""
     from convkit.algorithms.decentralized import DeepSqueezeState
-    from convkit.checks import mean_square_growth_rate, stability_bracket
+    from convkit.checks import stability_bracket
+    from convkit.growth_rates import mean_square_growth_rate
     from convkit.problems.base import GradientOracle
     from convkit.schedules import Constant
     from convkit.topology import ring

@@ -410,9 +410,10 @@ def _mc_ms_limit(
 ) -> dict[str, Any]:
     """Monte Carlo mean-square stability limit: bisection in log(gamma)
     (:func:`convkit.checks.stability_bracket`) on the sign of the importance-resampling growth
-    rate of ``E||eta_t||^2`` (:func:`convkit.checks.mean_square_growth_rate`), started from
+    rate of ``E||eta_t||^2`` (:func:`convkit.growth_rates.mean_square_growth_rate`), started from
     ``[guess / 2, 2 guess]``."""
-    from convkit.checks import mean_square_growth_rate, stability_bracket
+    from convkit.checks import stability_bracket
+    from convkit.growth_rates import mean_square_growth_rate
 
     rng = np.random.default_rng(seed)
     n_steps = 200 if quick else 400
