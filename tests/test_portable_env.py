@@ -150,6 +150,15 @@ def test_portable_compare_scale_is_the_columns_typical_value(tmp_path):
     assert pc.compare_csv(here, residue).problems == []
 
 
+def test_portable_compare_skips_wall_clock_columns_only(tmp_path):
+    pc = _compare_module()
+    here = _write(tmp_path / "here.csv", {"seconds": [0.17], "fit_seconds": [2.0], "v": [1.0]})
+    there = _write(tmp_path / "there.csv", {"seconds": [0.09], "fit_seconds": [3.0], "v": [1.0]})
+    assert pc.compare_csv(here, there).problems == []
+    moved = _write(tmp_path / "moved.csv", {"seconds": [0.09], "fit_seconds": [3.0], "v": [1.1]})
+    assert len(pc.compare_csv(here, moved).problems) == 1
+
+
 def test_portable_compare_checks_and_missing_files(tmp_path):
     pc = _compare_module()
     a, b = tmp_path / "a", tmp_path / "b"

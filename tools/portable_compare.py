@@ -17,7 +17,8 @@ none of it in numba's kernels, NumPy's loops or OpenBLAS).  Then it compares:
     construction, left as a residue of ``1e-17`` or ``1e-33``), whose error is relative to
     its operands, not to itself; the median, not the largest value, so that a column mixing
     metrics of different sizes (long-format CSVs; a diverging run's ``1e12``) keeps the
-    tolerance of its typical value.  Equal NaN and infinities agree.
+    tolerance of its typical value.  Equal NaN and infinities agree;
+  - wall-clock times (a column ``seconds``, ``*_seconds`` or ``seconds_*``): not compared.
 
 ``EPS`` is the floating-point error of the computations that may differ between CPUs, as found
 by the measurements of issue 36 (``README.md``, "Same numbers on any CPU"): the BLAS's dot
@@ -84,6 +85,12 @@ class CsvReport:
     problems: list[str] = field(default_factory=list)
 
 
+def is_timing(name: str) -> bool:
+    """Whether a column holds wall-clock times (``seconds``, ``*_seconds``, ``seconds_*``):
+    not compared (they differ between any two runs)."""
+    return name == "seconds" or name.endswith("_seconds") or name.startswith("seconds_")
+
+
 def _is_float(col: pd.Series) -> bool:
     return pd.api.types.is_float_dtype(col)
 
@@ -103,6 +110,8 @@ def compare_csv(here: Path, there: Path) -> CsvReport:
         return rep
     for col in a.columns:
         x, y = a[col], b[col]
+        if is_timing(str(col)):
+            continue  # a wall-clock time: a measurement of the machine, not a result
         if _is_float(x) and _is_float(y):
             xv, yv = x.to_numpy(float), y.to_numpy(float)
             same = (xv == yv) | (np.isnan(xv) & np.isnan(yv))
