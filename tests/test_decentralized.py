@@ -673,3 +673,27 @@ def test_worker_mean_is_numpy_mean_bit_for_bit(dtype):
         got = algo.worker_mean(SimpleNamespace(x=x.astype(dtype)))
         want = np.mean(x.astype(dtype), axis=1)
         assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_compressed_gossip_names_reexported_and_registered_once():
+    # CHOCO-SGD and DeepSqueeze live in convkit.algorithms.compressed_gossip; the older import
+    # paths give the same objects and the sweep registry knows each under one kind
+    import convkit.algorithms as algorithms
+    import convkit.algorithms.compressed_gossip as cg
+    import convkit.algorithms.decentralized as dec
+    import convkit.sweep as sweep
+    from convkit.sweep import registry
+
+    for name in ("CHOCOSGD", "DeepSqueeze"):
+        cls = getattr(cg, name)
+        assert cls.__module__ == "convkit.algorithms.compressed_gossip"
+        assert getattr(dec, name) is cls and getattr(algorithms, name) is cls
+        assert getattr(ck, name) is cls
+    assert dec.CHOCOState is cg.CHOCOState and dec.DeepSqueezeState is cg.DeepSqueezeState
+    with pytest.raises(AttributeError, match="no_such_name"):
+        dec.no_such_name  # noqa: B018
+    kinds = sweep.kinds("algorithm")
+    assert {"chocosgd", "deep_squeeze", "dpsgd", "dcdpsgd", "ecdpsgd"} <= set(kinds)
+    assert registry._REGISTRY["algorithm"]["chocosgd"].builder is cg.CHOCOSGD
+    assert registry._REGISTRY["algorithm"]["deep_squeeze"].builder is cg.DeepSqueeze
+    assert registry._LAZY_ERRORS == {}, registry._LAZY_ERRORS

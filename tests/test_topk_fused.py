@@ -186,7 +186,7 @@ def test_benchmark_configuration_takes_the_fused_path(monkeypatch):
     for name in names:
         real = getattr(_kernels, name)
         monkeypatch.setattr(
-            f"convkit.algorithms.decentralized.{name}",
+            f"convkit.algorithms.compressed_gossip.{name}",
             lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw),
         )
     prob = ck.LeastSquares.gaussian(d=20, noise=1.0, seed=0)

@@ -17,8 +17,8 @@ _LAZY = {
     "DPSGD": "decentralized",
     "DCDPSGD": "decentralized",
     "ECDPSGD": "decentralized",
-    "CHOCOSGD": "decentralized",
-    "DeepSqueeze": "decentralized",
+    "CHOCOSGD": "compressed_gossip",
+    "DeepSqueeze": "compressed_gossip",
     "tune_consensus_step": "decentralized",
     "ErrorFeedbackSGD": "feedback",
 }
