@@ -104,3 +104,21 @@ def test_compressor_names_use_the_constructor_arguments(comp):
         key, sep, _ = part.strip().partition("=")
         assert sep, f"{name}: setting {part!r} is not key=value"
         assert key in params, f"{name}: {key!r} is not an argument of {type(comp).__name__}"
+
+
+def test_decentralized_and_error_feedback_labels_from_their_declarations():
+    """D-PSGD's ``form`` is declared shown always: ``form=`` at its default too; the family's
+    label is ``Name(topology, compressor, shown settings, b=...)`` (ECD-PSGD's shown settings
+    after ``b``), error feedback's ``ErrorFeedbackSGD(P=..., compressor, b=...)``."""
+    g = ck.Constant(0.1)
+    assert algs.DPSGD(ring(4), g).label == "DPSGD(ring(4), uniform, form=gossip_then_step, b=1)"
+    stg = algs.DPSGD(ring(4), g, form="step_then_gossip", batch=2)
+    assert stg.label == "DPSGD(ring(4), uniform, form=step_then_gossip, b=2)"
+    choco = algs.CHOCOSGD(ring(4), g, TopK(k=2), 0.4, order="reference_code")
+    assert choco.label == (
+        "CHOCOSGD(ring(4), uniform, top-k(k=2), consensus_step=0.4, order=reference_code, b=1)"
+    )
+    ecd = algs.ECDPSGD(ring(4), g, "qsgd:2", copies_start="zero", batch=3)
+    assert ecd.label == "ECDPSGD(ring(4), uniform, qsgd(s=2), b=3, copies_start=zero)"
+    ef = algs.ErrorFeedbackSGD(4, g, TopK(k=2), batch=5)
+    assert ef.label == "ErrorFeedbackSGD(P=4, top-k(k=2), b=5)"

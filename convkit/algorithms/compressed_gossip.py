@@ -224,12 +224,6 @@ class CHOCOSGD(DecentralizedAlgorithm):
     def _memory_metrics(self, state: CHOCOState) -> dict[str, Any]:
         return {"replica_gap": _mean_sq_norm(state.x_hat - state.x)}
 
-    def default_label(self) -> str:
-        return (
-            f"CHOCOSGD({self.topology.name}, {self.compressor.name}{self.shown_label()}, "
-            f"b={self.batch})"
-        )
-
 
 # --------------------------------------------------------------------------- DeepSqueeze
 
@@ -323,9 +317,3 @@ class DeepSqueeze(DecentralizedAlgorithm):
 
     def _memory_metrics(self, state: DeepSqueezeState) -> dict[str, Any]:
         return {"memory": _mean_sq_norm(state.delta)}
-
-    def default_label(self) -> str:
-        return (
-            f"DeepSqueeze({self.topology.name}, {self.compressor.name}{self.shown_label()}, "
-            f"b={self.batch})"
-        )

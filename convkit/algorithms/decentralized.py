@@ -321,9 +321,16 @@ class DecentralizedAlgorithm(Algorithm):
             out["compressor"] = self.compressor.name
         return out
 
-    def default_label(self) -> str:
+    def _label_objects(self) -> str:
+        """The label's part of the objects the class parses: the topology's name and the
+        compressor's, if any."""
         comp = f", {self.compressor.name}" if self.compressor is not None else ""
-        return f"{type(self).__name__}({self.topology.name}{comp}, b={self.batch})"
+        return f"{self.topology.name}{comp}"
+
+    def default_label(self) -> str:
+        """``Name(topology, compressor, key=value..., b=batch)``: the settings marked shown in
+        the declaration (:meth:`shown_label`) after the objects."""
+        return f"{type(self).__name__}({self._label_objects()}{self.shown_label()}, b={self.batch})"
 
 
 def _require_unbiased(algo: str, compressor: Compressor, allow_biased: bool) -> None:
@@ -377,7 +384,7 @@ class DPSGD(DecentralizedAlgorithm):
         kernels=("sgd-update",),
     )
     parameters: ClassVar[dict[str, Parameter]] = {
-        "form": options(*DPSGD_FORMS, default="gossip_then_step",
+        "form": options(*DPSGD_FORMS, default="gossip_then_step", shown=True,
                         doc="gossip then step (the paper's) or step then gossip"),
     }  # fmt: skip
 
@@ -417,9 +424,6 @@ class DPSGD(DecentralizedAlgorithm):
             X -= G
             state.x = X
         return state
-
-    def default_label(self) -> str:
-        return f"DPSGD({self.topology.name}, {self.form}, b={self.batch})"
 
 
 # --------------------------------------------------------------------------- DCD / ECD
@@ -556,7 +560,9 @@ class ECDPSGD(_UnbiasedCompressionAlgorithm):
         return ECDState(theta0, _copies(theta0, self.copies_start))
 
     def default_label(self) -> str:
-        return super().default_label()[:-1] + self.shown_label() + ")"
+        """As the family's, with the shown settings after ``b`` (``copies_start`` when
+        changed)."""
+        return f"ECDPSGD({self._label_objects()}, b={self.batch}{self.shown_label()})"
 
     def step(self, state: ECDState, oracle: Any, k: int, stream: Any) -> ECDState:
         gamma = self.gamma(k)

@@ -166,4 +166,10 @@ class ErrorFeedbackSGD(Algorithm):
         }
 
     def default_label(self) -> str:
-        return f"ErrorFeedbackSGD(P={self.workers}, {self.compressor.name}, b={self.batch})"
+        """``ErrorFeedbackSGD(P=workers, compressor, key=value..., b=batch)``: the settings
+        marked shown in the declaration (:meth:`shown_label`; none at present) after the
+        compressor."""
+        return (
+            f"ErrorFeedbackSGD(P={self.workers}, {self.compressor.name}{self.shown_label()}, "
+            f"b={self.batch})"
+        )
