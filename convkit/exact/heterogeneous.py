@@ -70,7 +70,7 @@ from ..validation import check_real
 from .dispatch import EXACT_COUNT, result_from_raw
 from .dpsgd import dpsgd_mixing
 from .local import LocalSpec, local_specs
-from .moments import design_coefficients
+from .moments import design_coefficients, node_record_row
 from .scaffold_nodes import node_scaffold_curves, scaffold_units
 
 __all__ = ["EXACT_NODE_MOMENTS", "expected_error_nodes", "node_dpsgd_curves", "node_local_curves"]
@@ -284,16 +284,7 @@ def _node_curves(
                 raw[rec >= k] = np.nan
                 return raw, k
             if pos < rec.size and rec[pos] == k:
-                row = raw[pos]
-                row[0], row[1] = float(hbar @ Q) / k**2, float(Q.sum()) / k**2
-                if k >= s0:
-                    c = (k - s0 + 1) ** 2
-                    row[2], row[3] = float(hbar @ Qt) / c, float(Qt.sum()) / c
-                row[4], row[5] = float(hbar @ V), v1
-                Sd = M[:, eye, eye]
-                row[7] = float(np.mean(hbar @ Sd))
-                row[6] = 0.5 * row[7]
-                row[8] = float(np.mean(Sd.sum(axis=0)))
+                node_record_row(raw[pos], hbar, Q, Qt, V, M[:, eye, eye], k, s0)
                 pos += 1
     return raw, 0
 

@@ -54,3 +54,29 @@ def signed_start(problem: LeastSquares, theta0: Any) -> tuple[np.ndarray, np.nda
     if problem.Q is None:
         return eta0, problem.theta_star.copy()
     return problem.Q.T @ eta0, problem.Q.T @ problem.theta_star
+
+
+def node_record_row(
+    row: np.ndarray,
+    hbar: np.ndarray,
+    Q: np.ndarray,
+    Qt: np.ndarray,
+    V: np.ndarray,
+    Sd: np.ndarray,
+    k: int,
+    s0: int,
+) -> None:
+    """Fill one record row of the node engines (``expected_error_nodes``' models) at step
+    ``k``: ``||theta_bar - theta*||^2`` in the ``hbar`` norm and plain, of the running average
+    (``Q``: the second moment of its sum, divided by ``k^2``) and of the tail average from
+    step ``s0`` (``Qt``, divided by ``(k - s0 + 1)^2``), of the last iterate (``V``), and the
+    nodes' mean error (``Sd``: the per-node second moments): excess risk, ``hbar`` norm and
+    squared distance."""
+    row[0], row[1] = float(hbar @ Q) / k**2, float(Q.sum()) / k**2
+    if k >= s0:
+        c = (k - s0 + 1) ** 2
+        row[2], row[3] = float(hbar @ Qt) / c, float(Qt.sum()) / c
+    row[4], row[5] = float(hbar @ V), float(V.sum())
+    row[7] = float(np.mean(hbar @ Sd))
+    row[6] = 0.5 * row[7]
+    row[8] = float(np.mean(Sd.sum(axis=0)))

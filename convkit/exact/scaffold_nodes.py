@@ -73,7 +73,7 @@ import numpy as np
 from ..problems.heterogeneous import HeterogeneousLeastSquares
 from ..recording import starting_point
 from .local import LocalSpec
-from .moments import design_coefficients
+from .moments import design_coefficients, node_record_row
 
 __all__ = ["node_scaffold_curves", "round_matrix", "scaffold_units", "step_generator"]
 
@@ -225,15 +225,6 @@ def node_scaffold_curves(
                 raw[rec >= k] = np.nan
                 return raw, k
             if pos < rec.size and rec[pos] == k:
-                row = raw[pos]
-                row[0], row[1] = float(hbar @ Q) / k**2, float(Q.sum()) / k**2
-                if k >= s0:
-                    c = (k - s0 + 1) ** 2
-                    row[2], row[3] = float(hbar @ Qt) / c, float(Qt.sum()) / c
-                row[4], row[5] = float(hbar @ V), v1
-                Sd = M[:, nodes, nodes]
-                row[7] = float(np.mean(hbar @ Sd))
-                row[6] = 0.5 * row[7]
-                row[8] = float(np.mean(Sd.sum(axis=0)))
+                node_record_row(raw[pos], hbar, Q, Qt, V, M[:, nodes, nodes], k, s0)
                 pos += 1
     return raw, 0
