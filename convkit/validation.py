@@ -318,6 +318,23 @@ class Declared:
     #: base's constructor, taking the rest as ``**kwargs``)
     fixed_parameters: ClassVar[tuple[str, ...]] = ()
 
+    #: the declared parameters of the class's named constructors (its class methods such as
+    #: ``LeastSquares.gaussian(d, spectrum, ...)``): method name -> parameter name ->
+    #: :class:`Parameter`, read by :meth:`named_constructor_parameters`
+    named_constructors: ClassVar[Mapping[str, Mapping[str, Parameter]]] = {}
+
+    @classmethod
+    def named_constructor_parameters(cls, method: str) -> dict[str, Parameter]:
+        """The declared parameters of the named constructor ``method`` (a class method,
+        :attr:`named_constructors`), in declaration order; a ``ValueError`` naming the
+        methods that declare theirs if ``method`` is not one of them."""
+        if method not in cls.named_constructors:
+            raise ValueError(
+                f"method of {cls.__name__} must be one of {sorted(cls.named_constructors)} "
+                f"(its named constructors that declare their parameters), got {method!r}"
+            )
+        return dict(cls.named_constructors[method])
+
     @classmethod
     def declared(cls) -> dict[str, Parameter]:
         """Every declared parameter of the class (its own and its bases', the nearest

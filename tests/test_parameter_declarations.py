@@ -190,3 +190,77 @@ def test_describe_and_the_label_show_the_declared_settings(cls):
         if p.shown == "changed":
             at_default = cls(**{**cls.example_settings(), name: p.default})
             assert f", {name}=" not in at_default.default_label(), (cls.__name__, name)
+
+
+def _named_constructor_cases() -> list[tuple[type, str, str, object]]:
+    return [
+        (cls, method, name, bad)
+        for cls in CLASSES
+        for method in cls.named_constructors
+        for name, p in cls.named_constructor_parameters(method).items()
+        for bad in p.invalid_values()
+    ]
+
+
+def test_named_constructors_declare_their_signatures():
+    """A class method that declares its parameters (``named_constructors``) declares every
+    argument of its signature, with the signature's default."""
+    seen = 0
+    for cls in CLASSES:
+        for method in cls.named_constructors:
+            sig = dict(inspect.signature(getattr(cls, method)).parameters)
+            declared = cls.named_constructor_parameters(method)
+            assert list(declared) == list(sig), (cls.__name__, method)
+            for name, p in declared.items():
+                default = sig[name].default
+                want = REQUIRED if default is inspect.Parameter.empty else default
+                assert p.default == want or (p.default is REQUIRED and want is REQUIRED), (
+                    f"{cls.__name__}.{method}.{name}: declared {p.default!r}, signature {want!r}"
+                )
+            seen += 1
+    assert seen >= 3  # LeastSquares.gaussian, rademacher, additive
+    from convkit.problems.least_squares import LeastSquares
+
+    with pytest.raises(ValueError, match="method of LeastSquares must be one of"):
+        LeastSquares.named_constructor_parameters("no_such_design")
+
+
+@pytest.mark.parametrize(
+    "cls,method,name,bad",
+    _named_constructor_cases(),
+    ids=lambda v: v.__name__ if inspect.isclass(v) else repr(v),
+)
+def test_a_named_constructor_refuses_an_invalid_value_naming_it(cls, method, name, bad):
+    build = getattr(cls, method)
+    build(d=4)  # the valid settings build (negative control)
+    with pytest.raises((ValueError, TypeError)) as info:
+        build(**{"d": 4, name: bad})
+    message = str(info.value)
+    # a spectrum 'kappa:K' with K < 1 is refused naming K (kappa), as the spectrum's parser does
+    assert name in message or (name == "spectrum" and "kappa" in message), (method, message)
+
+
+def test_the_problem_options_of_the_command_line_are_the_declarations():
+    """``convkit simulate --d``, ``--seed`` and ``--spectrum`` take their range and help from
+    ``LeastSquares.gaussian``'s declaration: its invalid numbers are refused while parsing."""
+    from convkit.cli.simulate import build_parser
+    from convkit.problems.least_squares import LeastSquares
+
+    declared = LeastSquares.named_constructor_parameters("gaussian")
+    actions = {a.dest: a for a in build_parser()._actions}
+    for name in ("d", "seed"):
+        p, action = declared[name], actions[name]
+        assert p.allowed().removesuffix(" or None") in action.help, (name, action.help)
+        for bad in p.invalid_values():
+            if isinstance(bad, str):
+                continue
+            with pytest.raises(argparse.ArgumentTypeError):
+                action.type(str(bad))
+        action.type("3")  # a valid value parses (negative control)
+    assert actions["seed"].default == declared["seed"].default
+    assert declared["d"].doc in actions["d"].help
+    assert declared["spectrum"].doc in actions["spectrum"].help
+    for bad in declared["spectrum"].invalid_values():
+        with pytest.raises(argparse.ArgumentTypeError):
+            actions["spectrum"].type(bad)
+    assert actions["spectrum"].type("kappa:10") == "kappa:10"

@@ -15,6 +15,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from convkit.cli._parser import OneLineParser
@@ -79,9 +80,19 @@ def _declared(name: str, cls_names: Sequence[str]) -> tuple[Any, Any]:
     return first, first.default if same and not first.required else None
 
 
+def _gaussian_parameter(name: str) -> Any:
+    """The declaration of parameter ``name`` of ``LeastSquares.gaussian`` (the problem this
+    command builds: :meth:`convkit.validation.Declared.named_constructor_parameters`)."""
+    import convkit as ck
+
+    return ck.LeastSquares.named_constructor_parameters("gaussian")[name]
+
+
 def _declared_type(p: Any) -> Callable[[str], Any]:
-    """Argparse type of a declared ``int`` or ``real`` parameter: its interval, checked by the
-    declaration itself (:meth:`convkit.validation.Parameter.check`)."""
+    """Argparse type of a declared ``int``, ``seed`` or ``real`` parameter: its interval,
+    checked by the declaration itself (:meth:`convkit.validation.Parameter.check`)."""
+    if p.kind == "seed":
+        return _integer(0)
     if p.kind == "int":
         return _integer(int(p.low))
     lo = "-inf" if p.low is None else f"{p.low:g}"
@@ -143,14 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
         add(name, help=f"{help}; default: %(default)s", **kwargs)
 
     pos = _integer(1)
-    opt("--d", "dimension of the problem; integer >= 1", type=pos, default=20)
-    opt(
-        "--spectrum",
-        type=_spectrum,
-        default="1/i",
-        help="eigenvalues h_i of the design covariance: 'flat' (1), '1/i', '1/i^2' or "
-        "'kappa:K' (log-spaced from 1 to 1/K, K >= 1)",
-    )
+    # the problem's settings from the declaration of LeastSquares.gaussian (the command's own
+    # defaults: d = 20, spectrum 1/i)
+    d = _gaussian_parameter("d")
+    opt("--d", f"{d.doc}; {d.allowed()}", type=_declared_type(d), default=20)
+    opt("--spectrum", _gaussian_parameter("spectrum").doc, type=_spectrum, default="1/i")
     noise, noise_default = _declared("noise", ["LeastSquares"])
     opt(
         "--noise",
@@ -227,11 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=100,
         help="independent replicates R the mean and standard error are taken over; integer >= 1",
     )
+    problem_seed = _gaussian_parameter("seed")
     opt(
         "--seed",
-        type=_integer(0),
-        default=0,
-        help="random seed of the problem and of the run (same seed, same table); integer >= 0",
+        type=_declared_type(problem_seed),
+        default=problem_seed.default,
+        help="random seed of the problem and of the run (same seed, same table); "
+        f"{replace(problem_seed, optional=False).allowed()}",
     )
     opt(
         "--metric",

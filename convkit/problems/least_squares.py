@@ -37,7 +37,9 @@ from ..validation import (
     check_int,
     check_real,
     check_seed,
+    flag,
     instance,
+    integer,
     options,
     real,
     seed,
@@ -191,6 +193,21 @@ class LeastSquares(Problem):
         ),
         "seed": seed(default=0, optional=True, doc="seed of theta* (when not given)"),
     }  # fmt: skip
+    #: the parameters of the named constructors :meth:`gaussian`, :meth:`rademacher` and
+    #: :meth:`additive` (the same for the three designs; ``noise`` and ``theta_star`` as the
+    #: class's own)
+    named_constructors: ClassVar[dict[str, dict[str, Parameter]]] = dict.fromkeys(DESIGNS, {
+        "d": integer(low=1, doc="dimension of the problem"),
+        "spectrum": instance(
+            "eigenvalues h_i of the design covariance: 'flat' (1), '1/i', '1/i^2' or "
+            "'kappa:K' (log-spaced from 1 to 1/K, K >= 1)", default="flat",
+            wrong=("foo", "kappa:0.5", "kappa:abc"),
+        ),
+        "noise": parameters["noise"],
+        "rotate": flag(False, doc="a random orthogonal Q (eigenvectors of H, from seed)"),
+        "theta_star": parameters["theta_star"],
+        "seed": seed(default=0, optional=True, doc="seed of theta* (when not given) and of Q"),
+    })  # fmt: skip
 
     @classmethod
     def example_settings(cls) -> dict[str, Any]:
@@ -279,6 +296,10 @@ class LeastSquares(Problem):
 
     @classmethod
     def _build(cls, design, d, spec, noise, rotate, theta_star, seed) -> LeastSquares:
+        declared = cls.named_constructor_parameters(design)
+        d = declared["d"].check("d", d)
+        rotate = declared["rotate"].check("rotate", rotate)
+        seed = declared["seed"].check("seed", seed)
         h = spectrum(spec, d)
         Q = _random_orthogonal(d, seed) if rotate else None
         obj = cls(h, noise=noise, design=design, Q=Q, theta_star=theta_star, seed=seed)
