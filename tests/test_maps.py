@@ -291,12 +291,9 @@ def test_woodworth_independent_computation_agrees_with_the_located_interval():
     "kw",
     [
         {"jobs": 2},
-        pytest.param({"jobs": 2, "dask": True}, marks=pytest.mark.skipif(
-            os.environ.get("CONVKIT_FULL") != "1",
-            reason="an embedded Dask cluster takes ~10 s to start: CONVKIT_FULL=1 (make test-full)",
-        )),
+        {"jobs": 2, "dask": True},  # an embedded Dask cluster: about 10 s to start
     ],
-)  # fmt: skip
+)
 def test_parallel_executors_give_the_same_map(synth, tmp_path, kw):
     """joblib processes, and one embedded Dask cluster for the whole map (grid and every
     bisection step), give the serial map's numbers; the user's module reaches the workers
