@@ -480,17 +480,17 @@ class FusedLocalSegments:
     def supports(self, plan: RunPlan) -> tuple[bool, str]:
         """The call's conditions: this problem kind, NumPy in float64, compiled kernels on
         and numba usable (the algorithms: :meth:`accepts`)."""
-        from .problems.least_squares import LeastSquares
-        from .problems.logistic import LogisticRegression
-
         prob = plan.problem
         if plan.engine != "simulate":
             return False, "Monte Carlo engine only"
-        if self.kind == "logistic":
-            if type(prob) is not LogisticRegression:
-                return False, f"the problem is a {type(prob).__name__}, not a LogisticRegression"
-        elif not (type(prob) is LeastSquares and prob.design == "gaussian" and prob.Q is None):
-            return False, "the problem is not LeastSquares with an unrotated Gaussian design"
+        if prob.fused_model != self.kind:
+            return False, (
+                f"the problem {type(prob).__name__} declares fused model {prob.fused_model!r} "
+                f"(Problem.fused_model); these segments compute {self.kind!r}, the model of "
+                + ("LogisticRegression" if self.kind == "logistic" else "LeastSquares")
+            )
+        if self.kind == "least_squares" and not (prob.design == "gaussian" and prob.Q is None):
+            return False, "the least-squares design is not an unrotated Gaussian one"
         if plan.backend is None or plan.backend.name != "numpy" or plan.dtype != "float64":
             return False, "the kernels run NumPy float64 states only"
         why = kernels_unavailable(plan)

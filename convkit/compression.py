@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -101,6 +101,16 @@ class Compressor(ABC):
     name: str = "compressor"
     unbiased: bool = False
     random: bool = False
+    #: the selection the compiled kernels of :mod:`convkit._kernels` may fuse with the update
+    #: that follows it (``"top-k"``: keep the ``k_for(d)`` largest magnitudes of each row), or
+    #: None.  Declared by the class; a subclass that overrides ``compress`` without declaring
+    #: it again has none (its compression is no longer the one the kernels compute).
+    fused_selection: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "compress" in cls.__dict__ and "fused_selection" not in cls.__dict__:
+            cls.fused_selection = None
 
     @abstractmethod
     def compress(self, x: Any, stream: RandomStream | None = None) -> Any:
@@ -225,6 +235,7 @@ class TopK(_KSparse):
 
     k: int | None = None
     fraction: float | None = None
+    fused_selection: ClassVar[str | None] = "top-k"
 
     def __post_init__(self) -> None:
         self._init_k(self.k, self.fraction)

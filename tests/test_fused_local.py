@@ -229,3 +229,29 @@ def test_bookkeeping_is_bit_identical_for_every_worker_count(workers, unstable_s
     unstable = fused.values["unstable"].diverged_at
     assert 0 < (unstable > 0).sum() < unstable.size  # some replicates diverge, not all
     _assert_same(fused, plain)
+
+
+def test_fused_segments_read_the_problem_declaration_not_its_class():
+    """A problem subclass that overrides how samples are drawn loses the declared fused model
+    (negative control: the fused kernels would draw the parent's samples), one that overrides
+    nothing keeps it and its numbers."""
+    import convkit as ck
+
+    class Shifted(ck.LogisticRegression):
+        def sample(self, stream, shape):
+            return super().sample(stream, shape)
+
+    class Same(ck.LogisticRegression):
+        pass
+
+    base = ck.LogisticRegression.gaussian(2, "flat", theta_star=np.ones(2))
+    assert base.fused_model == "logistic" and Shifted.fused_model is None
+    assert Same.fused_model == "logistic"
+    algo = ck.LocalSGD(4, ck.Constant(0.1), comm="every:5")
+    paths = {}
+    for cls in (ck.LogisticRegression, Same, Shifted):
+        prob = cls(base.h, theta_star=base.theta_star)
+        res = ck.simulate(prob, algo, steps=20, replicates=8, seed=3, threads=1, progress=False)
+        paths[cls.__name__] = res.meta["path"]["algorithms"][algo.label]["name"]
+    assert paths["LogisticRegression"] == paths["Same"] == "fused-local-logistic"
+    assert paths["Shifted"] != "fused-local-logistic"

@@ -353,3 +353,31 @@ def test_fused_mixing_path_identical_for_any_threads_and_memory_limit():
     for res in runs[1:]:
         for label, cv in runs[0].values.items():
             assert np.array_equal(cv.values, res.values[label].values, equal_nan=True), label
+
+
+def test_fused_selection_is_declared_and_not_inherited_by_an_override():
+    """The fused top-k path reads the compressor's declaration, never its class: a subclass
+    that overrides ``compress`` loses it (negative control: it would otherwise be fused with
+    TopK's selection instead of its own), one that does not keeps it."""
+    import numpy as np
+
+    from convkit import Constant
+    from convkit.algorithms import CHOCOSGD
+    from convkit.compression import TopK
+    from convkit.topology import ring
+
+    class Halved(TopK):
+        def compress(self, x, stream=None):
+            return 0.5 * super().compress(x, stream)
+
+    class Same(TopK):
+        pass
+
+    X = np.ones((4, 8))
+    assert TopK(k=2).fused_selection == "top-k" and Same(k=2).fused_selection == "top-k"
+    assert Halved(k=2).fused_selection is None
+    fused = [
+        CHOCOSGD(ring(4), Constant(0.1), comp, 0.5)._fused_topk(X)
+        for comp in (TopK(k=2), Same(k=2), Halved(k=2))
+    ]
+    assert fused == [2, 2, None]

@@ -103,7 +103,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..backend import namespace_of
-from ..compression import Compressor, TopK
+from ..compression import Compressor
 from ..schedules import Constant, StepSize
 from ..topology import Topology, ring
 from ..validation import Parameter, check_int, flag, instance, integer, options
@@ -259,11 +259,12 @@ class DecentralizedAlgorithm(Algorithm):
         return self.compressor.compress(X, stream)
 
     def _fused_topk(self, X: Any) -> int | None:
-        """``k`` of the compressor if it is exactly :class:`~convkit.compression.TopK` (the
-        compiled kernels of :mod:`convkit._kernels` may then fuse the selection with the update
-        that follows it), else None.  Raises as ``TopK.compress`` would if ``k > d``."""
+        """``k`` of the compressor if its class declares the top-k selection
+        (``Compressor.fused_selection``: the compiled kernels of :mod:`convkit._kernels` may
+        then fuse the selection with the update that follows it), else None.  Raises as
+        ``TopK.compress`` would if ``k > d``."""
         comp = self.compressor
-        if type(comp) is not TopK or not isinstance(X, np.ndarray):
+        if comp is None or comp.fused_selection != "top-k" or not isinstance(X, np.ndarray):
             return None
         return comp.k_for(int(X.shape[-1]))
 

@@ -23,7 +23,7 @@ numbers possible: several algorithms are driven by exactly the same batch at eve
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -70,6 +70,19 @@ class Problem(Declared, ABC):
     heterogeneous: bool = False
     #: names of the metrics :meth:`node_errors` returns, in its order (none by default)
     node_metrics: tuple[str, ...] = ()
+    #: the problem model the fused Local-SGD segments (:mod:`convkit._fused_local`) compute
+    #: in compiled code (``"logistic"``, ``"least_squares"``), or None.  Declared by the
+    #: class; a subclass that overrides how samples, gradients, steps or errors are computed
+    #: without declaring it again has none, since the kernels would compute the parent's.
+    fused_model: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        overrides = {"sample", "stochastic_grad", "grad", "errors", "sgd_update"} & set(
+            cls.__dict__
+        )
+        if overrides and "fused_model" not in cls.__dict__:
+            cls.fused_model = None
 
     @abstractmethod
     def sample(self, stream: RandomStream, shape: tuple[int, int, int]) -> Any:

@@ -180,6 +180,7 @@ class LeastSquares(Problem):
         ``E||theta*||^2 = 1``).
     """
 
+    fused_model: ClassVar[str | None] = "least_squares"
     parameters: ClassVar[dict[str, Parameter]] = {
         "h": instance("eigenvalues of H: a non-empty 1-D array, finite and > 0",
                       wrong=([1.0, 0.0], [[1.0]], "flat")),

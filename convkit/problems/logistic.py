@@ -186,6 +186,7 @@ class LogisticRegression(LogisticSteps, Problem):
         Seeds ``theta_star`` (when not given) and the evaluation sample.
     """
 
+    fused_model: ClassVar[str | None] = "logistic"
     parameters: ClassVar[dict[str, Parameter]] = {
         "h": instance("eigenvalues of the features' covariance: a non-empty 1-D array, finite "
                       "and > 0", wrong=([1.0, 0.0], [[1.0]], "flat")),
