@@ -730,17 +730,36 @@ def cell_frame(cell: Cell, threads: int | None = None, use_cache: bool = True) -
     return out
 
 
-def cells_frame(cells: list[Cell], threads: int | None = None, log: Any = None) -> pd.DataFrame:
+def cells_frame(
+    cells: list[Cell], threads: int | None = None, log: Any = None, jobs: int | None = None
+) -> pd.DataFrame:
     """Rows of several cells (in order); ``log(cell, seconds)`` after each when given; a
-    progress bar of the cells on a terminal (:func:`convkit.progress.progress_bar`)."""
-    import time
+    progress bar of the cells on a terminal (:func:`convkit.progress.progress_bar`).
 
+    The cells run ``jobs`` at a time in threads (default: convkit's thread count,
+    ``CONVKIT_THREADS`` or every core; the compiled kernels release the GIL), each
+    :func:`convkit.simulate` call on ``threads`` threads (default 1 when ``jobs > 1``): a cell
+    of one replicate block (the pilots of 64 replicates at ``T >= 3e5``) then keeps one core
+    busy instead of leaving the others idle.  The rows do not depend on ``jobs`` or
+    ``threads`` (every cell's numbers come from its own seeds)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from convkit._parallel import default_threads
     from convkit.progress import progress_bar
 
-    parts = []
-    for c in progress_bar(cells, "Local-SGD cells", unit="cell"):
+    jobs = default_threads() if jobs is None else int(jobs)
+    per_cell = threads if threads is not None or jobs <= 1 else 1
+
+    def one(c: Cell) -> tuple[Cell, pd.DataFrame, float]:
         t0 = time.perf_counter()
-        parts.append(cell_frame(c, threads=threads))
-        if log is not None:
-            log(c, time.perf_counter() - t0)
+        return c, cell_frame(c, threads=per_cell), time.perf_counter() - t0
+
+    parts = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = pool.map(one, cells)  # in order
+        for c, rows, seconds in progress_bar(done, "Local-SGD cells", len(cells), "cell"):
+            parts.append(rows)
+            if log is not None:
+                log(c, seconds)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

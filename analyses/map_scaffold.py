@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -137,16 +136,14 @@ def _cache(quick: bool) -> Path:
 def run(quick: bool = False) -> pd.DataFrame:
     """Per design: the map's points (grid and refinement) and its crossings
     (:func:`convkit.maps.result_frame`, ``part`` = point / crossing), and the derived ray
-    (``part`` = derived, with the map's seconds)."""
+    (``part`` = derived)."""
     x, y = AXES[quick]
     n = STEPS[quick]
     parts = []
     for design in DESIGNS:
-        t0 = time.perf_counter()
         res = run_map(scaffold_vs_local, x, y, settings={"design": design, "n": n},
                       out=_cache(quick) / design, refine=REFINE[quick])  # fmt: skip
-        seconds = time.perf_counter() - t0
-        der = pd.DataFrame([{**derived_ray(design, n), "part": "derived", "seconds": seconds,
+        der = pd.DataFrame([{**derived_ray(design, n), "part": "derived",
                              "points_evaluated": len(res.points)}])  # fmt: skip
         for part in (result_frame(res), der):
             parts.append(part.assign(design=design, n=n, refine=REFINE[quick],
@@ -396,7 +393,6 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
         out[f"ratio_min_{design}"] = f"{r.min():.3g}"
         out[f"ratio_max_{design}"] = f"{r.max():.4g}"
         out[f"crossings_{design}"] = str(len(_part(data, design, "crossing")))
-        out[f"seconds_{design}"] = f"{der.seconds:.0f}"
         out[f"points_{design}"] = str(int(der.points_evaluated))
         out[f"noise_penalty_{design}"] = f"{100 * (der.B_scaffold / der.B_local - 1):.2g}"
         for z2, s2, tag in ((1e2, 1e-2, "drift"), (1e-2, 1e2, "noise")):
@@ -407,5 +403,4 @@ def facts(data: pd.DataFrame) -> dict[str, str]:
     out["boundary_hi"] = f"{max(b for _, b in iv):.3g}" if iv else "-"
     out["grid"] = str(data.grid.iloc[0])
     out["n"] = str(int(data.n.iloc[0]))
-    out["seconds"] = f"{sum(_part(data, d, 'derived').seconds.iloc[0] for d in DESIGNS):.0f}"
     return out

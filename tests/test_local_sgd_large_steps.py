@@ -411,3 +411,24 @@ def test_cell_cache_reads_only_verified_entries(tmp_path):
             again = cells.cell_frame(cell)
         pd.testing.assert_frame_equal(again, first)
         assert cells.read_cached(cell) is not None  # rewritten, verified
+
+
+def test_cells_in_parallel_give_the_serial_rows(tmp_path, monkeypatch):
+    """Cells run two at a time in threads give, bit for bit, the rows of one at a time (every
+    cell's numbers come from its own seeds), in the order of the list."""
+    lst = [
+        cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, P, replicates=32, max_replicates=96)
+        for P in (2, 4, 8)
+    ] + _tiny()[1:]
+    monkeypatch.setenv("CONVKIT_CELL_CACHE", str(tmp_path / "serial"))
+    serial = cells.cells_frame(lst, jobs=1)
+    monkeypatch.setenv("CONVKIT_CELL_CACHE", str(tmp_path / "parallel"))
+    parallel = cells.cells_frame(lst, jobs=2)
+    pd.testing.assert_frame_equal(serial, parallel, check_exact=True)
+    order = serial.drop_duplicates(["problem", "P"])[["problem", "P"]]
+    assert [tuple(r) for r in order.itertuples(index=False)] == [
+        ("logistic", 2),
+        ("logistic", 4),
+        ("logistic", 8),
+        ("least_squares", 4),
+    ]
