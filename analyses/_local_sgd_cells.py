@@ -38,12 +38,14 @@ of the final sample; with at most three looks the optional-stopping effect on th
 small, and it is on the side of a few more replicates, never of fewer.  Rows are built by
 :mod:`analyses._local_sgd_rows` (one builder for exact and Monte Carlo cells).
 
-Cells are cached on disk (``.convkit-cache/local_sgd_cells/`` of the repository, or
-``$CONVKIT_CELL_CACHE``) under a digest of their settings, the top-up rule and
-:data:`CACHE_VERSION`, each entry with a record of its cell and the digest of its bytes
-(:func:`read_cached`: a damaged or stale entry is recomputed, never read), so that the analyses
-that read the same cells simulate them once; the numbers do not depend on the cache (fixed
-seeds, from the settings and :data:`SEED_VERSION` only).
+Cells run on the sweep runner (:func:`cells_frame`: one function sweep of :func:`cell_point`,
+:func:`convkit.sweep.points.run_points`), cached in ``.convkit-cache/local_sgd_cells/`` of the
+repository (or ``$CONVKIT_CELL_CACHE``) under the digest of their settings and
+:func:`cell_version` (:data:`CACHE_VERSION` and the top-up rule), each entry verified when read
+(a damaged or stale entry is recomputed, never read), so that the analyses that read the same
+cells simulate them once, resume after a kill, and run in parallel processes or on Dask; the
+numbers do not depend on the cache or the executor (fixed seeds, from the settings and
+:data:`SEED_VERSION` only).
 """
 
 from __future__ import annotations
@@ -52,7 +54,6 @@ import hashlib
 import json
 import math
 import os
-import warnings
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -91,12 +92,12 @@ BEST_POWERS = (1.0, 2.0, 3.0, 4.0)
 LS_POWERS = tuple(float(p) for p in np.arange(0.5, 6.01, 0.5))
 #: part of every cell's seed (:meth:`Cell.seed`): changing it changes every Monte Carlo number
 SEED_VERSION = 2
-#: part of the cache file names only: raised when an engine changes the numbers at rounding
+#: part of the cells' cache keys only (:func:`cell_version`): raised when an engine changes the numbers at rounding
 #: level (3: the logistic kernels' vectorized ``exp`` and workers' sum; 4: exactly ``N``
 #: distinct rounds per family, replicates by precision; 5: top-ups per schedule group with the
-#: futility rule, verified entries), so that no cached cell of an older
-#: engine is read
-CACHE_VERSION = 5
+#: futility rule, verified entries; 6: the sweep runner's cache), so that no cached cell of
+#: an older engine is read
+CACHE_VERSION = 6
 SCHEDULES = ("mba", "osa", "even", "quadratic", "geometric", "drift_clock", "best")
 #: Target precision of every ratio that carries a verdict: paired SE <= 3 % of the ratio.
 PRECISION = 0.03
@@ -164,14 +165,6 @@ class Cell:
         d.pop("max_replicates")
         blob = json.dumps({**d, "v": SEED_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-    def cache_key(self) -> str:
-        """Name of the cell's cache file: :meth:`key`, the top-up rule (cap,
-        :data:`PRECISION`, :data:`TOP_UP_SAFETY`, :data:`TOP_UP_STAGES`) and
-        :data:`CACHE_VERSION`."""
-        rule = f"{self.max_replicates}:{PRECISION}:{TOP_UP_SAFETY}:{TOP_UP_STAGES}:{FUTILITY}"
-        tag = hashlib.sha256(rule.encode()).hexdigest()[:6]
-        return f"{self.key()}-{tag}-c{CACHE_VERSION}"
 
     def seed(self) -> int:
         """Seed of the pilot."""
@@ -380,6 +373,7 @@ def _final_errors(
         n_record=1,
         progress=False,
         threads=threads,
+        metrics=("hnorm2",),  # the cells' only metric: no excess-risk quadrature
     )
     E = []
     for a in algs:
@@ -662,9 +656,9 @@ def skipped(quick: bool) -> list[tuple[float, int, int, str]]:
     return out
 
 
-# ------------------------------------------------------------------------------ cache
+# ------------------------------------------------------------------------------ runner
 def cache_dir() -> Path:
-    """Directory of the cell cache (``$CONVKIT_CELL_CACHE`` or the repository's
+    """Directory of the cells' sweep cache (``$CONVKIT_CELL_CACHE`` or the repository's
     ``.convkit-cache/local_sgd_cells``)."""
     env = os.environ.get("CONVKIT_CELL_CACHE")
     if env:
@@ -672,94 +666,60 @@ def cache_dir() -> Path:
     return Path(__file__).resolve().parents[1] / ".convkit-cache" / "local_sgd_cells"
 
 
-def _digest(blob: bytes) -> str:
-    return hashlib.sha256(blob).hexdigest()
+def cell_version() -> str:
+    """The cells' function version, part of every cell's sweep cache key:
+    :data:`CACHE_VERSION` and the top-up rule (:data:`PRECISION`, :data:`TOP_UP_SAFETY`,
+    :data:`TOP_UP_STAGES`, :data:`FUTILITY`); the cell's settings, cap included, are its
+    arguments."""
+    return f"c{CACHE_VERSION}:{PRECISION}:{TOP_UP_SAFETY}:{TOP_UP_STAGES}:{FUTILITY}"
 
 
-def read_cached(cell: Cell) -> pd.DataFrame | None:
-    """The cell's cached rows, or ``None`` when the entry is missing, damaged or stale.
-
-    An entry is ``<cache_key>.csv`` with its record ``<cache_key>.json`` (the cell's settings,
-    :data:`CACHE_VERSION` and the SHA-256 of the CSV's bytes, written after the CSV).  It is
-    read only when the record names this cell and version and the CSV's digest matches;
-    otherwise a :class:`UserWarning` names the file and the entry is recomputed (a CSV cut
-    short by a kill, edited by hand, or written by another engine version is never read)."""
-    path = cache_dir() / f"{cell.cache_key()}.csv"
-    record = path.with_suffix(".json")
-    if not path.exists():
-        return None
-    why = None
-    try:
-        meta = json.loads(record.read_text())
-        blob = path.read_bytes()
-        if meta.get("cell") != asdict(cell) or meta.get("cache_version") != CACHE_VERSION:
-            why = "its record names another cell or cache version"
-        elif meta.get("sha256") != _digest(blob):
-            why = "its bytes do not match the digest in its record"
-    except (OSError, ValueError) as err:
-        why = f"its record is missing or unreadable ({type(err).__name__})"
-    if why is not None:
-        warnings.warn(f"cell cache entry {path} is not used: {why}; recomputing", stacklevel=2)
-        return None
-    return pd.read_csv(path)
-
-
-def write_cached(cell: Cell, rows: pd.DataFrame) -> None:
-    """Write the cell's rows and their record (:func:`read_cached`), each atomically."""
-    path = cache_dir() / f"{cell.cache_key()}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob = rows.to_csv(index=False).encode()
-    meta = dict(cell=asdict(cell), cache_version=CACHE_VERSION, sha256=_digest(blob))
-    for target, data in ((path, blob), (path.with_suffix(".json"), json.dumps(meta).encode())):
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(data)
-        tmp.replace(target)
-
-
-def cell_frame(cell: Cell, threads: int | None = None, use_cache: bool = True) -> pd.DataFrame:
-    """All rows of one cell (see :func:`logistic_cell`, :func:`least_squares_cell`), from the
-    cache when a verified entry is there (:func:`read_cached`)."""
-    if use_cache and (cached := read_cached(cell)) is not None:
-        return cached
+def cell_point(**settings: Any) -> pd.DataFrame:
+    """The sweep function of one cell: the rows of ``Cell(**settings)`` (:func:`logistic_cell`
+    with its top-ups, or :func:`least_squares_cell`)."""
+    cell = Cell(**settings)
     if cell.problem == "logistic":
-        out = logistic_cell(cell, threads=threads)
-    else:
-        out = least_squares_cell(cell)
-    if use_cache:
-        write_cached(cell, out)
-    return out
+        return logistic_cell(cell)
+    return least_squares_cell(cell)
 
 
-def cells_frame(
-    cells: list[Cell], threads: int | None = None, log: Any = None, jobs: int | None = None
-) -> pd.DataFrame:
-    """Rows of several cells (in order); ``log(cell, seconds)`` after each when given; a
-    progress bar of the cells on a terminal (:func:`convkit.progress.progress_bar`).
+def cell_frame(cell: Cell) -> pd.DataFrame:
+    """All rows of one cell, through the sweep cache (:func:`cells_frame`)."""
+    return cells_frame([cell], jobs=1)
 
-    The cells run ``jobs`` at a time in threads (default: convkit's thread count,
-    ``CONVKIT_THREADS`` or every core; the compiled kernels release the GIL), each
-    :func:`convkit.simulate` call on ``threads`` threads (default 1 when ``jobs > 1``): a cell
-    of one replicate block (the pilots of 64 replicates at ``T >= 3e5``) then keeps one core
-    busy instead of leaving the others idle.  The rows do not depend on ``jobs`` or
-    ``threads`` (every cell's numbers come from its own seeds)."""
-    import time
-    from concurrent.futures import ThreadPoolExecutor
+
+def cells_frame(cells: list[Cell], jobs: int | None = None, dask: bool = False) -> pd.DataFrame:
+    """Rows of several cells, in order, each cell one call of :func:`cell_point` in a function
+    sweep (:func:`convkit.sweep.points.run_points`): a verified cache in :func:`cache_dir`
+    shared by the analyses that read the same cells (a damaged or stale entry is recomputed,
+    never read, with a warning), resume after Ctrl-C or ``kill -9`` (a cell is committed as
+    it finishes), a progress bar of the cells on a terminal.
+
+    The cells run ``jobs`` at a time in worker processes (default: convkit's thread count,
+    ``CONVKIT_THREADS`` or every core; ``dask=True``: an embedded Dask cluster of ``jobs``
+    workers), each :func:`convkit.simulate` call of a cell on one thread; ``jobs = 1`` runs
+    them here, on every core.  The rows do not depend on ``jobs`` or the executor (every
+    cell's numbers come from its own seeds, :meth:`Cell.seed`)."""
+    import tempfile
 
     from convkit._parallel import default_threads
-    from convkit.progress import progress_bar
+    from convkit.progress import progress_enabled
+    from convkit.sweep.points import run_points
 
+    if not cells:
+        return pd.DataFrame()
     jobs = default_threads() if jobs is None else int(jobs)
-    per_cell = threads if threads is not None or jobs <= 1 else 1
-
-    def one(c: Cell) -> tuple[Cell, pd.DataFrame, float]:
-        t0 = time.perf_counter()
-        return c, cell_frame(c, threads=per_cell), time.perf_counter() - t0
-
-    parts = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        done = pool.map(one, cells)  # in order
-        for c, rows, seconds in progress_bar(done, "Local-SGD cells", len(cells), "cell"):
-            parts.append(rows)
-            if log is not None:
-                log(c, seconds)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    with tempfile.TemporaryDirectory(prefix="convkit-cells-") as out:
+        res = run_points(
+            __name__,
+            "cell_point",
+            [asdict(c) for c in cells],
+            out,  # the sweep's own output is not kept: the analyses write their CSVs
+            version=cell_version(),
+            cache=cache_dir(),
+            jobs=min(jobs, len(cells)),
+            dask=dask,
+            progress=progress_enabled(),
+            label="Local-SGD cells",
+        )
+    return res.frame()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,9 @@ class _Layout:
     steps: np.ndarray
     iterates: list[str]
     metrics: list[str]
+    #: the problem's error metrics recorded (the first of :attr:`metrics`); None: all of
+    #: them, as :meth:`Problem.errors` gives them
+    error_metrics: tuple[str, ...] | None = None
 
     @property
     def bytes_per_replicate(self) -> int:
@@ -34,9 +38,14 @@ class _Layout:
 
 
 def _layout(
-    problem: Problem, algo: Algorithm, steps: np.ndarray, weighted: bool = False
+    problem: Problem,
+    algo: Algorithm,
+    steps: np.ndarray,
+    weighted: bool = False,
+    error_metrics: tuple[str, ...] | None = None,
 ) -> _Layout:
-    """The recorded iterates and metrics of ``algo``: the problem's error metrics and the
+    """The recorded iterates and metrics of ``algo``: the problem's error metrics
+    ``error_metrics`` (a subset of :data:`~convkit.problems.base.METRICS`) and the
     algorithm's declared state metrics (:meth:`~convkit.algorithms.base.Algorithm.metric_names`,
     under the iterate ``"state"``), so that the values array is allocated, and its size
     checked, up front; ``weighted``: the weighted averages too. The problem's node metrics
@@ -44,7 +53,30 @@ def _layout(
     names = list(algo.metric_names(problem)) + list(getattr(problem, "node_metrics", ()))
     iterates = list(ITERATES) + (list(WEIGHTED_ITERATES) if weighted else [])
     iterates += ["state"] if names else []
-    return _Layout(steps, iterates, list(METRICS) + names)
+    errors = list(METRICS if error_metrics is None else error_metrics)
+    return _Layout(steps, iterates, errors + names, error_metrics)
+
+
+def check_metrics(metrics: Any) -> tuple[str, ...] | None:
+    """The ``metrics`` argument of :func:`convkit.simulate`: ``None`` (all of
+    :data:`~convkit.problems.base.METRICS`, returned as None) or a non-empty sequence of
+    distinct names from it, returned in :data:`~convkit.problems.base.METRICS` order."""
+    if metrics is None:
+        return None
+    if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
+        raise TypeError(
+            f"metrics must be None or a sequence of metric names, got {metrics!r}; "
+            f"allowed names: {list(METRICS)}"
+        )
+    names = list(metrics)
+    bad = [m for m in names if m not in METRICS]
+    if bad or not names or len(set(names)) != len(names):
+        why = f"unknown {bad}" if bad else "empty" if not names else "a name given twice"
+        raise ValueError(
+            f"metrics = {names!r} ({why}): give a non-empty selection of distinct names "
+            f"from {list(METRICS)}, or None for all"
+        )
+    return tuple(m for m in METRICS if m in names)
 
 
 def _state_bytes_per_replicate(

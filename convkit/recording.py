@@ -218,11 +218,22 @@ class WeightedSums:
 
 
 def record_at(
-    problem, algo, state, m, sums, tails, k, tail_start, wsums=None, rows=slice(None)
+    problem,
+    algo,
+    state,
+    m,
+    sums,
+    tails,
+    k,
+    tail_start,
+    wsums=None,
+    rows=slice(None),
+    metrics: tuple[str, ...] | None = None,
 ) -> dict[tuple[str, str], Any]:
-    """The metrics of every recorded iterate at local step ``k`` (worker mean ``m``, running
-    sums, tail sums from ``tail_start``, weighted sums), the algorithm's extra metrics and the
-    problem's node metrics (of the nodes' models), keyed ``(iterate, metric)``."""
+    """The error metrics ``metrics`` (default all, :meth:`Problem.errors_of`) of every
+    recorded iterate at local step ``k`` (worker mean ``m``, running sums, tail sums from
+    ``tail_start``, weighted sums), the algorithm's extra metrics and the problem's node
+    metrics (of the nodes' models), keyed ``(iterate, metric)``."""
     out: dict[tuple[str, str], Any] = {}
     estimates = {"avg": sums / k, "last": m}
     if k >= tail_start:
@@ -231,7 +242,8 @@ def record_at(
         estimates["wavg1"] = wsums.average(1, rows)
         estimates["wavg2"] = wsums.average(2, rows)
     for it, theta in estimates.items():
-        for metric, v in problem.errors(theta).items():
+        values = problem.errors(theta) if metrics is None else problem.errors_of(theta, metrics)
+        for metric, v in values.items():
             out[(it, metric)] = v
     for name, v in algo.extra_metrics(state, problem).items():
         out[("state", name)] = v

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
+from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -113,7 +116,7 @@ def test_precision_rule_and_top_up():
     topped = cells.Cell(
         "logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, 8, replicates=32, max_replicates=160
     )
-    assert pilot.seed() == topped.seed() and pilot.cache_key() != topped.cache_key()
+    assert pilot.seed() == topped.seed() and asdict(pilot) != asdict(topped)  # cached apart
     a, b = cells.logistic_cell(pilot, threads=1), cells.logistic_cell(topped, threads=1)
     assert (a.replicates[a.schedule != "best"] == 32).all()
     R = b.replicates[b.schedule != "best"]
@@ -384,40 +387,88 @@ def test_drift_clock_positions_are_its_targets_made_N_rounds():
 
 
 def test_cell_cache_reads_only_verified_entries(tmp_path):
-    """A cached cell is read only when its record names the cell and version and its digest
-    matches: a damaged CSV, a missing or foreign record are detected, warned about and
-    recomputed (the same numbers: fixed seeds), never read."""
+    """The cells run on the sweep runner, whose cache entries are verified when read: a
+    damaged payload, a payload cut short, a missing or foreign record are detected, warned
+    about and recomputed (the same numbers: fixed seeds), never read; a valid entry is read,
+    not recomputed (negative control: the payload's bytes are the ones read)."""
+    from convkit.sweep.cache import Cache
+
     cell = cells.Cell("least_squares", 2, "flat", 1.0, 0.45, 0.75, 1000, 4, replicates=0)
     first = cells.cell_frame(cell)
-    path = cells.cache_dir() / f"{cell.cache_key()}.csv"
-    record = path.with_suffix(".json")
-    assert path.exists() and record.exists()
-    pd.testing.assert_frame_equal(cells.read_cached(cell), first)
-    good = path.read_bytes()
-    damaged = good.replace(b"0.", b"9.", 1)
-    assert damaged != good
-    spoils = (
-        (lambda: path.write_bytes(damaged), "do not match the digest"),
-        (lambda: path.write_bytes(good[: len(good) // 2]), "do not match the digest"),
-        (lambda: record.unlink(), "missing or unreadable"),
+    store = Cache(cells.cache_dir())
+    (key,) = store.keys()
+    payload = next(p for p in store.paths(key)[0].parent.iterdir() if p.suffix != ".json")
+    record = store.paths(key)[1]
+    good, good_record = payload.read_bytes(), record.read_text()
+    mtime = payload.stat().st_mtime_ns
+    pd.testing.assert_frame_equal(cells.cell_frame(cell), first, check_exact=True)
+    assert payload.stat().st_mtime_ns == mtime  # read from the cache, not rewritten
+    spoils = (  # (spoil, warned): a missing record is an entry never committed (a kill)
+        (lambda: payload.write_bytes(good[:-7] + b"garbage"), True),
+        (lambda: payload.write_bytes(good[: len(good) // 2]), True),
         (
-            lambda: record.write_text(
-                record.read_text().replace('"theta_norm": 1.0', '"theta_norm": 10.0')
-            ),
-            "another cell",
-        ),
+            lambda: record.write_text(good_record.replace('"theta_norm":1.0', '"theta_norm":10.0')),
+            True,
+        ),  # fmt: skip
+        (lambda: record.unlink(), False),
     )
-    for spoil, why in spoils:
+    for spoil, warned in spoils:
         spoil()
-        with pytest.warns(UserWarning, match=why):
+        assert store.get(key) is None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             again = cells.cell_frame(cell)
-        pd.testing.assert_frame_equal(again, first)
-        assert cells.read_cached(cell) is not None  # rewritten, verified
+        said = [str(w.message) for w in caught if "were recomputed" in str(w.message)]
+        assert len(said) == warned, said
+        pd.testing.assert_frame_equal(again, first, check_exact=True)
+        assert store.get(key) is not None  # rewritten, verified
+        payload.write_bytes(good)
+        record.write_text(good_record)
+
+
+def test_cells_resume_after_a_kill(tmp_path):
+    """A run killed (SIGKILL) after some cells committed resumes: the rerun reads those and
+    computes only the others, and the rows are those of an uninterrupted run."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    from convkit.sweep.cache import Cache
+
+    lst = [
+        cells.Cell("least_squares", 2, "flat", 1.0, 0.45, 0.75, 1000, P, replicates=0)
+        for P in (2, 4, 8, 16)
+    ]
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from analyses import _local_sgd_cells as cells
+        orig = cells.least_squares_cell
+        done = []
+        def slow(cell):
+            if len(done) == 2:  # after two committed cells: killed mid-run
+                os.kill(os.getpid(), 9)
+            done.append(cell)
+            return orig(cell)
+        cells.least_squares_cell = slow
+        cells.cells_frame({lst!r}, jobs=1)
+        """
+    ).replace("Cell(", "cells.Cell(")
+    env = {**os.environ, "CONVKIT_CELL_CACHE": str(cells.cache_dir())}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert len(Cache(cells.cache_dir()).keys()) == 2
+    resumed = cells.cells_frame(lst, jobs=1)
+    assert len(Cache(cells.cache_dir()).keys()) == 4
+    fresh = pd.concat([cells.cell_point(**asdict(c)) for c in lst], ignore_index=True)
+    pd.testing.assert_frame_equal(resumed, fresh, check_exact=True)
 
 
 def test_cells_in_parallel_give_the_serial_rows(tmp_path, monkeypatch):
-    """Cells run two at a time in threads give, bit for bit, the rows of one at a time (every
-    cell's numbers come from its own seeds), in the order of the list."""
+    """Cells run two at a time in worker processes give, bit for bit, the rows of one at a
+    time (every cell's numbers come from its own seeds), in the order of the list."""
     lst = [
         cells.Cell("logistic", 2, "flat", 1.0, 2.0, 0.75, 1000, P, replicates=32, max_replicates=96)
         for P in (2, 4, 8)

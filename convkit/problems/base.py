@@ -96,6 +96,15 @@ class Problem(Declared, ABC):
     def errors(self, theta: Any) -> dict[str, Any]:
         """Error metrics (:data:`METRICS`) of ``theta`` of shape ``(..., d)``, each of shape ``(...)``."""
 
+    def errors_of(self, theta: Any, metrics: tuple[str, ...] = METRICS) -> dict[str, Any]:
+        """The error metrics ``metrics`` (a subset of :data:`METRICS`, in that order) of
+        ``theta``, the values :meth:`errors` gives.  The engines call this with the metrics a
+        run records (:func:`convkit.simulate`'s ``metrics``); a problem whose metrics differ in
+        cost overrides it to compute only those asked for (:class:`LogisticRegression` skips
+        its excess-risk quadrature), with the same numbers."""
+        values = self.errors(theta)
+        return {m: values[m] for m in metrics}
+
     @property
     def required_workers(self) -> int | None:
         """The number of workers every algorithm run on this problem must have (a problem

@@ -32,6 +32,7 @@ def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
     try:
         for mod in task.get("imports", ()):
             import_user_module(mod, again=False)
+        from convkit.problems.base import METRICS
         from convkit.simulate import DivergenceWarning, simulate
 
         setting = task["setting"]
@@ -59,6 +60,11 @@ def _execute(task: Mapping[str, Any]) -> dict[str, Any]:
                 # parallel executors run one configuration per worker: one thread each (the
                 # numbers do not depend on the thread count)
                 threads=task.get("threads"),
+                # the problem's error metrics the record keeps (None: all); the others are
+                # not computed (the kept values are the same, bit for bit)
+                metrics=[m for m in rec["metrics"] if m in METRICS] or None
+                if rec["metrics"] is not None
+                else None,
             )
         frame = res.frame
         if rec["iterates"] is not None:

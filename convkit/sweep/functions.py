@@ -35,13 +35,15 @@ The function returns one record: a mapping of column -> value, or an object with
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
+import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -153,6 +155,25 @@ def result_frame(value: Any) -> pd.DataFrame:
     )
 
 
+@contextlib.contextmanager
+def _threads(threads: int | None) -> Iterator[None]:
+    """Within: ``CONVKIT_THREADS = threads`` when given (a parallel executor runs one call
+    per worker process, each :func:`convkit.simulate` of the call on that many threads; the
+    numbers do not depend on it), restored after."""
+    if threads is None:
+        yield
+        return
+    old = os.environ.get("CONVKIT_THREADS")
+    os.environ["CONVKIT_THREADS"] = str(int(threads))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CONVKIT_THREADS", None)
+        else:
+            os.environ["CONVKIT_THREADS"] = old
+
+
 def execute_function(task: Mapping[str, Any]) -> dict[str, Any]:
     """Run one function configuration (in any process); never raises. The same result shape
     as :func:`convkit.sweep.executors._execute`."""
@@ -163,7 +184,8 @@ def execute_function(task: Mapping[str, Any]) -> dict[str, Any]:
             import_user_module(mod, again=False)
         fn = task["setting"]["function"]
         obj = resolve_function(fn["module"], fn["name"])
-        frame = result_frame(obj(**fn["args"]))
+        with _threads(task.get("threads")):
+            frame = result_frame(obj(**fn["args"]))
         seconds = time.perf_counter() - t0
         meta = {"timing": {"seconds": seconds}, "function": f"{fn['module']}:{fn['name']}"}
         out.update(

@@ -26,6 +26,7 @@ from convkit.sweep.cache import (
     _concat,
     _decode,
     _have_pyarrow,
+    _to_pandas,
     atomic_write,
     frame_from_bytes,
     frame_to_bytes,
@@ -98,6 +99,9 @@ class SweepResult:
     meta: dict[str, Any]
     summary: SweepSummary | None = None
     directory: Path | None = None
+    #: after :func:`run`: each configuration's own payload (index -> arrow table or frame,
+    #: as its call returned it, before the grid columns are added): :meth:`config_frame`
+    parts: dict[int, Any] | None = None
 
     def __repr__(self) -> str:
         """A short description (the metadata, often tens of kilobytes, is left out)."""
@@ -112,6 +116,13 @@ class SweepResult:
             f"rows={len(self.frame)}, failed={failed}, diverged={diverged}, "
             f"directory={where!r})"
         )
+
+    def config_frame(self, index: int) -> pd.DataFrame | None:
+        """Configuration ``index``'s own frame, with the columns and types its call gave
+        (``None`` when it failed, or for a result read back by :func:`load`)."""
+        if self.parts is None or index not in self.parts:
+            return None
+        return _to_pandas(self.parts[index])
 
     @property
     def configurations(self) -> pd.DataFrame:
@@ -394,7 +405,7 @@ def _run_locked(
     }
     # no indent: the C encoder is ~10x faster, and this file grows with the sweep
     atomic_write(out / "sweep.json", json.dumps(meta, default=json_default).encode())
-    return SweepResult(frame, meta, summary, out)
+    return SweepResult(frame, meta, summary, out, frames)
 
 
 @contextlib.contextmanager
