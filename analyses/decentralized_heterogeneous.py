@@ -88,9 +88,12 @@ crossings of the curves mean -+ 2 SE give an interval.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -109,6 +112,9 @@ from convkit.problems.datasets import (
 )
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 
+if TYPE_CHECKING:
+    from convkit.sweep.points import PointsResult
+
 TITLE = (
     "Decentralized SGD on heterogeneous data (P = 16; least squares d = 32 with node Hessians "
     "(delta = 0.5) and zeta^2 in {0, 1, 10}, logistic regression split by label / Dirichlet): error vs iterations and bits"
@@ -126,6 +132,15 @@ SEED, TUNE_SEED = 1307, 7031
 #: top step, or one halving of its bottom step, per extension,
 #: :func:`analyses._decentralized_common.tune_steps`)
 MAX_EXTENSIONS = 8
+#: iterations, replicates and tuning replicates of a setting, by quick mode
+RUN_SIZES = {False: (1000, 16, 4), True: (200, 4, 3)}
+#: part of every setting's cache key (:func:`point_version`, beside a digest of this module's
+#: constants): raise it when a change outside these constants changes the numbers of a
+#: setting (tuning, methods, problems, engine), so that no entry of the older numbers is read
+#: (1: the first sweep-cached settings)
+POINT_VERSION = 1
+#: the repository (its ``.convkit-cache`` holds the settings' cache, :func:`cache_dir`)
+REPO = Path(__file__).resolve().parents[1]
 #: the two tuning rules of the step (``steps_kind`` values) and how the figures draw them
 TUNED_KINDS = ("tuned_tail", "tuned_bits")
 TUNED_STYLE = {"tuned_tail": "-", "tuned_bits": "--"}
@@ -297,14 +312,103 @@ def settings(quick: bool = False) -> list[tuple[Any, str, np.ndarray, float, dic
     return out
 
 
-def run(quick: bool = False) -> pd.DataFrame:
-    n, R, Rt = (200, 4, 3) if quick else (1000, 16, 4)
-    rows = []
-    for prob, tk, grid, common, meta in settings(quick):
-        rows += _setting_runs(prob, tk, grid, common, n, R, Rt, meta)
-    out = pd.concat(rows, ignore_index=True)
-    # the consensus distance is not used here (decentralized_bits plots it): error rows only
-    return C.compact(out[out.metric == "excess_risk"].reset_index(drop=True))
+# ---------------------------------------------------------------------- the sweep of settings
+def setting_points(quick: bool = False) -> list[dict[str, Any]]:
+    """The settings of :func:`settings` as the points of :func:`setting_frames`, in order:
+    ``{"quick", "problem", "split", "topology"}`` (JSON values; unique per setting)."""
+    return [
+        {"quick": bool(quick), "problem": meta["problem"], "split": meta["split"], "topology": tk}
+        for _, tk, _, _, meta in settings(quick)
+    ]
+
+
+def setting_point(quick: bool, problem: str, split: str, topology: str) -> pd.DataFrame:
+    """The sweep function of one setting: its step tuning (:func:`tune_setting`) and final
+    runs (:func:`_setting_runs`), the excess-risk rows, unrounded.  The setting is rebuilt
+    from its arguments (:func:`settings`); its numbers depend on them only (its own seeds
+    :data:`SEED` and :data:`TUNE_SEED`), not on the process, the order or the other settings."""
+    n, R, Rt = RUN_SIZES[bool(quick)]
+    for prob, tk, grid, common, meta in settings(bool(quick)):
+        if (meta["problem"], meta["split"], tk) == (problem, split, topology):
+            out = pd.concat(
+                _setting_runs(prob, tk, grid, common, n, R, Rt, meta), ignore_index=True
+            )
+            # the consensus distance is not used here (decentralized_bits plots it)
+            return out[out.metric == "excess_risk"].reset_index(drop=True)
+    known = "; ".join(
+        f"{p['problem']!r}, {p['split']!r}, {p['topology']!r}" for p in setting_points(quick)
+    )
+    raise ValueError(
+        f"no setting of decentralized_heterogeneous has problem={problem!r}, split={split!r}, "
+        f"topology={topology!r} (quick={quick!r}); the settings are (problem, split, "
+        f"topology): {known}"
+    )
+
+
+def point_version() -> str:
+    """The settings' function version, part of every setting's cache key:
+    :data:`POINT_VERSION` and a digest of the study's constants (problems, grids, steps,
+    targets, seeds, :data:`MAX_EXTENSIONS`, :data:`RUN_SIZES`)."""
+    consts = {
+        "D": D, "DELTA": DELTA, "ZETA2": ZETA2, "GRID": GRID.tolist(),
+        "LOGISTIC_GRID": LOGISTIC_GRID.tolist(), "COMMON": [COMMON_LS, COMMON_LOGISTIC],
+        "TARGET": [LS_TARGET, LOGISTIC_TARGET], "LAM": LAM, "ALPHA": ALPHA,
+        "SEED": [SEED, TUNE_SEED], "MAX_EXTENSIONS": MAX_EXTENSIONS,
+        "RUN_SIZES": {str(k): v for k, v in RUN_SIZES.items()},
+    }  # fmt: skip
+    tag = hashlib.sha256(json.dumps(consts, sort_keys=True).encode()).hexdigest()[:12]
+    return f"h{POINT_VERSION}:{tag}"
+
+
+def cache_dir() -> Path:
+    """The settings' sweep cache: ``.convkit-cache/decentralized_heterogeneous`` of the
+    repository (:func:`convkit.figures_progress.cache_dirs`)."""
+    from convkit.figures_progress import cache_dirs
+
+    return cache_dirs(REPO)[0] / "decentralized_heterogeneous"
+
+
+def setting_frames(
+    quick: bool = False,
+    *,
+    points: list[dict[str, Any]] | None = None,
+    cache: str | os.PathLike | None = None,
+    jobs: int | None = None,
+    dask: bool = False,
+) -> PointsResult:
+    """Every setting (or those of ``points``, :func:`setting_points`) as one point of a
+    function sweep of :func:`setting_point` (:func:`convkit.sweep.points.run_points`): a
+    verified cache in ``cache`` (default :func:`cache_dir`; a damaged or stale entry is
+    recomputed, never read, with a warning), resume after Ctrl-C or ``kill -9`` (a setting is
+    committed as it finishes), a progress bar of the settings on a terminal.  The settings run
+    ``jobs`` at a time in worker processes (default convkit's thread count, at most one per
+    setting; ``dask=True``: an embedded Dask cluster); ``jobs = 1`` runs them here.  The frames
+    do not depend on ``jobs``, the executor or the cache."""
+    from convkit._parallel import default_threads
+    from convkit.progress import progress_enabled
+    from convkit.sweep.points import run_points
+
+    points = setting_points(quick) if points is None else [dict(p) for p in points]
+    jobs = default_threads() if jobs is None else int(jobs)
+    with tempfile.TemporaryDirectory(prefix="convkit-heterogeneous-") as out:
+        return run_points(
+            __name__,
+            "setting_point",
+            points,
+            out,  # the sweep's own output is not kept: the analysis writes its CSV
+            version=point_version(),
+            cache=cache_dir() if cache is None else cache,
+            jobs=max(1, min(jobs, len(points))),
+            dask=dask,
+            progress=progress_enabled(),
+            label="decentralized_heterogeneous settings",
+        )
+
+
+def run(quick: bool = False, cache: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Every setting's rows (:func:`setting_frames`), in the order of :func:`settings`, with
+    the float columns rounded to 6 significant digits (:func:`analyses._decentralized_common.compact`)."""
+    return C.compact(setting_frames(quick, cache=cache).frame())
 
 
 # ---------------------------------------------------------------------- summaries

@@ -434,7 +434,7 @@ class HeterogeneousLeastSquares(Problem):
             r = xp.sum(x1 * eta, axis=-1) - self.noise * batch.eps[..., 0]
             return x1 * r[..., None]
         r = xp.sum(x * eta[..., None, :], axis=-1) - self.noise * batch.eps
-        return (r[..., None, :] @ x)[..., 0, :] / b
+        return xp.sum(r[..., None] * x, axis=-2) / b  # NumPy: j = 0, 1, ... in turn; no BLAS
 
     def _node_hessian_grad(self, xp: Any, eta: Any, batch: NodeBatch) -> Any:
         """The stochastic gradient with node spectra: ``x_j = z_j * sqrt(h_i)`` on node ``i``."""
@@ -446,7 +446,7 @@ class HeterogeneousLeastSquares(Problem):
             return x1 * r[..., None]
         x = batch.z * s[:, None, :]
         r = xp.sum(x * eta[..., None, :], axis=-1) - self.noise * batch.eps
-        return (r[..., None, :] @ x)[..., 0, :] / b
+        return xp.sum(r[..., None] * x, axis=-2) / b  # NumPy: j = 0, 1, ... in turn; no BLAS
 
     def _additive_grad(self, xp: Any, eta: Any, batch: NodeBatch) -> Any:
         """``H_i (theta - theta*_i) - sigma sqrt(h_i) (1/b) sum_j z_j`` on node ``i``."""
@@ -508,7 +508,9 @@ class HeterogeneousLeastSquares(Problem):
     def _node_sums_numpy(self, models: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``||theta_i - theta*||_H^2`` and ``||theta_i - theta*||^2`` of NumPy models, by
         slices of the leading axis whose temporary stays in cache (a full-size temporary costs
-        more in fresh pages than in arithmetic: 7 ms against 1 ms at R P d = 4e5)."""
+        more in fresh pages than in arithmetic: 7 ms against 1 ms at R P d = 4e5).  Both sums
+        are NumPy's pairwise add-reductions (:func:`~convkit.problems._fixed_order.row_dot`:
+        an order fixed by NumPy's source), not the BLAS's product."""
         lead = models.shape[:-1]
         flat = models.reshape(-1, self.d)
         hn = np.empty(flat.shape[0], dtype=models.dtype)
@@ -519,8 +521,9 @@ class HeterogeneousLeastSquares(Problem):
         for a in range(0, flat.shape[0], rows):
             sq = np.subtract(flat[a : a + rows], ts)
             np.multiply(sq, sq, out=sq)
-            np.matmul(sq, h, out=hn[a : a + rows])
             np.add.reduce(sq, axis=-1, out=dist[a : a + rows])
+            np.multiply(sq, h, out=sq)
+            np.add.reduce(sq, axis=-1, out=hn[a : a + rows])
         return hn.reshape(lead), dist.reshape(lead)
 
     def loss(self, theta: Any) -> Any:

@@ -19,6 +19,11 @@ Designs:
   noise or a non-quadratic loss.
 
 ``Q`` is the identity, or a seeded random orthogonal matrix (``rotate=True``).
+
+Every sum of products that feeds a trajectory or a recorded metric (the residuals
+``<x_j, theta - theta*>``, the mini-batch sums, the products with ``Q`` and ``Q^T``, the
+metrics) is summed in an order fixed by the code (:mod:`convkit.problems._fixed_order`), not
+by the BLAS kernel of the CPU: the same seed gives the same bits on every x86-64 CPU.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from ..validation import (
     real,
     seed,
 )
+from ._fixed_order import orthogonal_factor, row_dot, vec_mat
 from .base import Problem, as_float_array
 
 __all__ = ["LeastSquares", "spectrum"]
@@ -101,10 +107,11 @@ def covariance(h: np.ndarray, Q: np.ndarray | None) -> np.ndarray:
 
 #: ``rotate=True`` warns when its random rotation is estimated to take longer (seconds)
 ROTATION_WARN_SECONDS = 10.0
-#: speed of the rotation's dense linear algebra in d^3 per second: the QR of a Gaussian
-#: d x d matrix (scipy's ortho_group) and the orthogonality check Q^T Q took 0.2 s for
-#: d = 1000 on the 2 cores of the development machine
-_ROTATION_CUBES_PER_SECOND = 5e9
+#: speed of the rotation's dense linear algebra in d^3 per second: the fixed-order Householder
+#: QR of a Gaussian d x d matrix (:func:`~convkit.problems._fixed_order.orthogonal_factor`,
+#: compiled) and the orthogonality check Q^T Q took 0.7 s for d = 1000 on the 2 shared cores
+#: of the development machine (2026-12-05; without numba 2.3 s)
+_ROTATION_CUBES_PER_SECOND = 1e9
 
 
 def rotation_seconds(d: int) -> float:
@@ -115,12 +122,17 @@ def rotation_seconds(d: int) -> float:
 def _random_orthogonal(d: int, seed: int | None) -> np.ndarray:
     """Haar-random orthogonal matrix (QR of a Gaussian matrix with sign correction).
 
+    The draws of SciPy's ``ortho_group.rvs(d, random_state=default_rng(seed))`` (a ``d x d``
+    standard normal matrix) and its construction, Householder QR with ``R``'s diagonal made
+    positive, computed by :func:`~convkit.problems._fixed_order.orthogonal_factor`: every sum in
+    an order fixed by the code, so that ``Q`` has the same bits on every x86-64 CPU (LAPACK's
+    QR differs by up to 9e-12 relative between an AVX512 and an AVX2 machine at d = 100; the
+    two constructions agree to 1e-14).
+
     Warns first (:class:`UserWarning`) when this is estimated to take more than
     :data:`ROTATION_WARN_SECONDS` (:func:`rotation_seconds`), naming the cost and the
     alternative ``rotate=False``.
     """
-    from scipy.stats import ortho_group
-
     if seed is not None:
         seed = check_seed("seed", seed)
     seconds = rotation_seconds(d)
@@ -136,7 +148,7 @@ def _random_orthogonal(d: int, seed: int | None) -> np.ndarray:
         )
     if d == 1:
         return np.ones((1, 1))
-    return ortho_group.rvs(d, random_state=np.random.default_rng(seed))
+    return orthogonal_factor(np.random.default_rng(seed).normal(size=(d, d)))
 
 
 @dataclass
@@ -237,6 +249,8 @@ class LeastSquares(Problem):
             if Q.shape != (self.d, self.d) or not np.allclose(Q.T @ Q, np.eye(self.d), atol=1e-10):
                 raise ValueError(f"Q must be an orthogonal ({self.d}, {self.d}) matrix")
         self.Q = Q
+        #: ``Q^T`` contiguous (the products ``v Q^T`` of :func:`vec_mat`), or None
+        self._QT = None if Q is None else np.ascontiguousarray(Q.T)
         self.seed = self.checked("seed", seed)
         if theta_star is None:
             rng = np.random.default_rng(np.random.SeedSequence([0 if seed is None else seed, 1]))
@@ -347,19 +361,20 @@ class LeastSquares(Problem):
         if self.design == "additive":
             z *= self._on(xp, "sqrt_h", dt)
             if self.Q is not None:
-                z = z @ self._on(xp, "Q", dt).T
+                z = vec_mat(xp, z, self._on(xp, "_QT", dt))  # z Q^T
             z *= self.noise
             return LSBatch(z, None)
         eps = stream.normal((R, P, b))
         if self.Q is not None:
             z *= self._on(xp, "sqrt_h", dt)
-            return LSBatch(z @ self._on(xp, "Q", dt).T, eps)
+            return LSBatch(vec_mat(xp, z, self._on(xp, "_QT", dt)), eps)
         return LSBatch(z, eps, self._on(xp, "sqrt_h", dt))
 
     def stochastic_grad(self, theta: Any, batch: LSBatch) -> Any:
         """``(1/b) sum_j x_j (<x_j, theta> - y_j)``, i.e. ``x_j (<x_j, theta - theta*> - sigma eps_j)``.
 
-        For the additive design: ``H (theta - theta*) - mean_j xi_j``.
+        For the additive design: ``H (theta - theta*) - mean_j xi_j``.  Every sum in an order
+        fixed by the code (:func:`row_dot`; the sum over ``j`` in increasing ``j``).
         """
         xp = namespace_of(theta)
         eta = theta - self._on(xp, "theta_star", theta.dtype)
@@ -369,10 +384,10 @@ class LeastSquares(Problem):
             return self._H_times(xp, eta) - xp.mean(x, axis=-2)
         if b == 1:
             x1 = x[..., 0, :]
-            r = xp.vecdot(x1, eta) - self.noise * batch.eps[..., 0]
+            r = row_dot(xp, x1, eta) - self.noise * batch.eps[..., 0]
             return x1 * r[..., None]
-        r = xp.vecdot(x, eta[..., None, :]) - self.noise * batch.eps
-        return (r[..., None, :] @ x)[..., 0, :] / b
+        r = row_dot(xp, x, eta[..., None, :]) - self.noise * batch.eps
+        return xp.sum(r[..., None] * x, axis=-2) / b
 
     def sgd_update(self, theta: Any, batch: LSBatch, gamma: float, mean: Any = None) -> Any:
         """In place SGD step, through the fused kernel of :mod:`convkit._kernels` when possible."""
@@ -384,20 +399,27 @@ class LeastSquares(Problem):
         return super().sgd_update(theta, batch, gamma, mean)
 
     def _H_times(self, xp: Any, eta: Any) -> Any:
+        """``H eta = Q (h * (Q^T eta))`` (``h * eta`` for a diagonal ``H``), the products with
+        ``Q`` in a fixed order (:func:`vec_mat`)."""
         h = self._on(xp, "h", eta.dtype)
         if self.Q is None:
             return eta * h
-        Q = self._on(xp, "Q", eta.dtype)
-        return ((eta @ Q) * h) @ Q.T
+        y = vec_mat(xp, eta, self._on(xp, "Q", eta.dtype)) * h  # h * (Q^T eta), as rows
+        return vec_mat(xp, y, self._on(xp, "_QT", eta.dtype))
 
     # ------------------------------------------------------------------ objective
     def errors(self, theta: Any) -> dict[str, Any]:
         """Exact metrics: ``hnorm2 = ||theta - theta*||_H^2``, ``excess_risk = hnorm2 / 2``,
-        ``dist2 = ||theta - theta*||^2``."""
+        ``dist2 = ||theta - theta*||^2``.
+
+        With ``y = Q^T (theta - theta*)`` (``y = theta - theta*`` for a diagonal ``H``),
+        ``hnorm2 = sum_i y_i (h_i y_i)``; every sum in an order fixed by the code
+        (:func:`row_dot`, :func:`vec_mat`), the same bits on every x86-64 CPU."""
         xp = namespace_of(theta)
         eta = theta - self._on(xp, "theta_star", theta.dtype)
-        hnorm2 = xp.vecdot(eta, self._H_times(xp, eta))
-        return {"excess_risk": 0.5 * hnorm2, "hnorm2": hnorm2, "dist2": xp.vecdot(eta, eta)}
+        y = eta if self.Q is None else vec_mat(xp, eta, self._on(xp, "Q", eta.dtype))
+        hnorm2 = row_dot(xp, y, y * self._on(xp, "h", eta.dtype))
+        return {"excess_risk": 0.5 * hnorm2, "hnorm2": hnorm2, "dist2": row_dot(xp, eta, eta)}
 
     def loss(self, theta: Any) -> Any:
         return self.errors(theta)["excess_risk"] + self.f_star

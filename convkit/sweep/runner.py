@@ -324,7 +324,7 @@ def _run_locked(
         total=len(sweep),
         initial=summary.cached,
         disable=not progress,
-        desc="sweep",
+        desc=sweep.name or "sweep",
         unit="config",
         file=sys.stderr,
     )
