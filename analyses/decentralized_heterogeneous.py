@@ -52,7 +52,8 @@ number of extensions (both ends) and ``step_below`` / ``step_above`` why the nex
 larger step was not chosen (``diverges``, ``not reached``, ``worse``; ``no gain``: the
 no-gain stop ended the halving; ``cap``: still at that end after the last extension there,
 censored). Consensus parameters: CHOCO-SGD's gamma_c and DeepSqueeze's eta by pure gossip
-(:mod:`analyses._decentralized_common`), once per graph and dimension (:func:`consensus_params`).
+(:mod:`analyses._decentralized_common`), once per graph and dimension in a process
+(:func:`consensus_params`).
 
 Runs: n = 1000 iterations, R = 16 replicates (tuning: 4 replicates on its own seed), 30
 log-spaced record points; quick mode n = 200, R = 4, zeta^2 in {0, 10}, the ring, two grid
@@ -83,6 +84,20 @@ Bits to a target error: the first bits (and iterations) at which the mean excess
 of the node average falls to the target (least squares: 0.02, i.e. 4 % of an initial excess
 risk near 0.5; logistic: 5 % of the initial excess risk), by log-log interpolation; the
 crossings of the curves mean -+ 2 SE give an interval.
+
+How it runs: each setting (an element of :func:`settings`: its step tuning and its final runs)
+is one call of :func:`setting_point`, whose JSON arguments (quick, problem, split, topology;
+:func:`setting_points`) identify it, in one function sweep (:func:`setting_frames`,
+:func:`convkit.sweep.points.run_points`). The settings run in parallel worker processes
+(convkit's thread count, ``CONVKIT_THREADS`` or every core, at most one per setting; each
+simulation on one thread) with a progress bar of the settings on a terminal. Each finished
+setting is committed to a verified cache, ``.convkit-cache/decentralized_heterogeneous/`` of
+the repository, under its arguments and :func:`point_version` (:data:`POINT_VERSION` and a
+digest of this module's constants): a rerun reads it, a run stopped by Ctrl-C or ``kill -9``
+resumes with the settings it had not finished, and a damaged or stale entry is recomputed,
+never read. The numbers depend on neither the cache nor the executor nor the order (each
+setting's numbers come from its own seeds ``SEED`` and ``TUNE_SEED``); the CSV rounds them to
+6 significant digits.
 """
 
 from __future__ import annotations

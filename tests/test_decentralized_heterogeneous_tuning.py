@@ -204,12 +204,12 @@ def _same_run_when_same_step(data: pd.DataFrame) -> int:
     return moved
 
 
-def test_quick_heterogeneous_study():
+def test_quick_heterogeneous_study(tmp_path):
     """Quick mode end to end: three step kinds per method, the bits-tuned run shared with the
     tail-tuned one where the step is the same, checks in the vocabulary, one ranking row per
     setting and the summary row."""
     M = importlib.import_module("analyses.decentralized_heterogeneous")
-    data = M.run(quick=True)
+    data = M.run(quick=True, cache=tmp_path / "cache")
     assert set(data.steps_kind) == {"tuned_tail", "tuned_bits", "common"}
     _same_run_when_same_step(data)
     rows = M.checks(data)
@@ -462,3 +462,66 @@ def test_consensus_parameters_are_computed_once_per_key(monkeypatch):
     finally:
         M.consensus_params.cache_clear()
     assert len(keys) == len(set(keys)) == 3
+
+
+# ---------------------------------------------------------------------- the sweep of settings
+def test_setting_points_identify_each_setting_once():
+    """The points (quick, problem, split, topology) are distinct and in the order of the
+    settings; an unknown point raises a ValueError naming its arguments and the settings."""
+    M = importlib.import_module("analyses.decentralized_heterogeneous")
+    for quick, count in ((True, 3), (False, 15)):
+        pts = M.setting_points(quick)
+        assert len(pts) == count
+        assert len({tuple(sorted(p.items())) for p in pts}) == count
+        assert [(p["problem"], p["split"], p["topology"]) for p in pts] == [
+            (meta["problem"], meta["split"], tk) for _, tk, _, _, meta in M.settings(quick)
+        ]
+    # the torus exists in full mode only
+    with pytest.raises(
+        ValueError,
+        match=r"problem='least-squares', split='zeta2=0', topology='torus' \(quick=True\).*'ring'",
+    ):
+        M.setting_point(True, "least-squares", "zeta2=0", "torus")
+
+
+def _direct_rows(M, quick: bool, index: int) -> pd.DataFrame:
+    """Setting ``index`` computed here as the study did before its sweep: tuning and final
+    runs in this process, the excess-risk rows."""
+    n, R, Rt = M.RUN_SIZES[quick]
+    prob, tk, grid, common, meta = M.settings(quick)[index]
+    out = pd.concat(M._setting_runs(prob, tk, grid, common, n, R, Rt, meta), ignore_index=True)
+    return out[out.metric == "excess_risk"].reset_index(drop=True)
+
+
+def test_a_setting_point_is_its_direct_computation_cached_and_verified(tmp_path):
+    """One quick setting through the sweep: bit for bit the rows of its direct computation;
+    a second run reads them from the cache; a damaged cache entry is detected, recomputed
+    (with a warning) and gives the same rows again."""
+    M = importlib.import_module("analyses.decentralized_heterogeneous")
+    point = M.setting_points(True)[2]  # breast-cancer, Dirichlet split, ring
+    assert point["problem"] == "logistic breast-cancer"
+    want = _direct_rows(M, True, 2)
+    cache = tmp_path / "cache"
+    first = M.setting_frames(True, points=[point], cache=cache, jobs=1)
+    assert first.summary.computed == 1 and first.summary.cached == 0
+    got = first.frames[0]
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    for col in ("mean", "se", "bits", "gamma", "tuning_score"):
+        assert np.array_equal(got[col].to_numpy(), want[col].to_numpy(), equal_nan=True), col
+    # negative control: another setting's rows are not these
+    other = M.setting_point(**M.setting_points(True)[0])
+    assert not other["mean"].equals(want["mean"])
+
+    again = M.setting_frames(True, points=[point], cache=cache, jobs=1)
+    assert again.summary.cached == 1 and again.summary.computed == 0
+    pd.testing.assert_frame_equal(again.frames[0], want, check_exact=True)
+
+    payloads = [p for p in cache.glob("??/*") if p.suffix != ".json"]
+    assert len(payloads) == 1
+    blob = bytearray(payloads[0].read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    payloads[0].write_bytes(bytes(blob))
+    with pytest.warns(UserWarning, match="recomputed"):
+        mended = M.setting_frames(True, points=[point], cache=cache, jobs=1)
+    assert mended.summary.computed == 1 and set(mended.summary.invalid) == {0}
+    pd.testing.assert_frame_equal(mended.frames[0], want, check_exact=True)
