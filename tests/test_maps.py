@@ -155,7 +155,8 @@ def test_grid_through_the_cache_and_a_damaged_entry(synth, tmp_path):
     # damage one payload: it is found invalid and recomputed, never used
     payload = next(p for p in (tmp_path / "cache").glob("??/*") if p.suffix != ".json")
     payload.write_bytes(payload.read_bytes()[:-7] + b"garbage")
-    third = run_map(mod.counted, x, y, out=tmp_path, refine=None)
+    with pytest.warns(UserWarning, match="1 cache entries .* recomputed .*payload corrupted"):
+        third = run_map(mod.counted, x, y, out=tmp_path, refine=None)
     assert third.summary["invalid"] == 1 and third.summary["computed"] == 1
     assert len(mod.CALLS) == 1
     pd.testing.assert_frame_equal(first.points, third.points)

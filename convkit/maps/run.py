@@ -124,40 +124,29 @@ def evaluate_points(
     (x, y) -> the point's row (:data:`POINT_COLUMNS` and the extras). A point whose call
     failed gets the verdict ``crashed`` with the error as its reason. ``counts`` (optional)
     accumulates ``computed``, ``cached``, ``invalid`` and ``failed``."""
-    from convkit.sweep import Sweep
-    from convkit.sweep import run as run_sweep
+    from convkit.sweep.points import run_points
 
     coords = list(dict.fromkeys((float(a), float(b)) for a, b in coords))
     if not coords:
         return {}
     module, qualname = claim.target
     args = [{**settings, x.name: a, y.name: b} for a, b in coords]
-    spec: dict[str, Any] = {
-        "name": f"map {claim.name} {stage}",
-        "seed": 0,
-        "imports": list(imports),
-        "function": {"module": module, "name": qualname, "version": claim.version, "args": {}},
-        # one grid key whose values are the points' whole settings (a grid's values must be
-        # distinct per key, which two coordinates of a list of points need not be)
-        "grid": {"function.args": args},
-    }
-    sweep = Sweep.from_dict(spec, max_configurations=max(len(coords), 1))
     root = Path(out)
-    res = run_sweep(
-        sweep, root / "sweeps" / stage, jobs=jobs, dask=dask, scheduler=scheduler,
-        cache=cache if cache is not None else root / "cache", progress=False, overwrite=True,
+    res = run_points(
+        module, qualname, args, root / "sweeps" / stage, version=claim.version,
+        cache=cache if cache is not None else root / "cache", jobs=jobs, dask=dask,
+        scheduler=scheduler, imports=imports, label=f"map {claim.name} {stage}",
+        raise_on_failure=False,
     )  # fmt: skip
     s = res.summary
     if counts is not None:
         for k, v in (("computed", s.computed), ("cached", s.cached),
                      ("invalid", len(s.invalid)), ("failed", len(s.failed))):  # fmt: skip
             counts[k] = counts.get(k, 0) + v
-    frame = res.frame
     rows: dict[Coord, dict[str, Any]] = {}
-    drop = {"config_id", "config_key", "function.args", "grid.function.args"}
-    for cid, sub in frame.groupby("config_id", sort=True):
-        rec = {k: v for k, v in sub.iloc[0].to_dict().items() if k not in drop}
-        rows[coords[int(cid)]] = rec
+    for i, frame in enumerate(res.frames):
+        if frame is not None and len(frame):
+            rows[coords[i]] = frame.iloc[0].to_dict()
     for i, err in s.failed.items():
         rows[coords[i]] = {"measured": np.nan, "lo": np.nan, "hi": np.nan,
                            "verdict": V.CRASHED, "reason": err}  # fmt: skip
