@@ -35,11 +35,15 @@ and their values are ``inf`` / NaN or above the divergence threshold on both sid
 
 Where the computation is the same on every x86-64 CPU the columns agree bit for bit: the
 trajectories of the compressed decentralized algorithms (``Topology.mix(method="ordered")``, the
-compiled top-k kernels and SGD steps), hence their selections, divergence counts and brackets
-and the metrics computed without the BLAS (consensus distance, error memory: NumPy's pairwise
-sums).  A metric that goes through a BLAS dot product (the excess risk of least squares,
-``vecdot``) differs in its last bits even on the same trajectory; the report says, per CSV,
-whether it is bit-identical and the largest relative difference otherwise.
+compiled top-k kernels and SGD steps; on least squares also DCD-PSGD, ECD-PSGD and EF-SGD),
+hence their selections, divergence counts and brackets, and the metrics computed without the
+BLAS: least squares' ``excess_risk`` / ``hnorm2`` / ``dist2`` and node errors, the consensus
+distance, the error memory (NumPy's pairwise sums of elementwise products, products with a
+rotation summed in a fixed order: :mod:`convkit.problems._fixed_order`).  A metric that goes
+through a BLAS dot product or matrix product (logistic regression's and the finite-sum
+problems' metrics, D-PSGD's dense mixing) differs in its last bits even on the same
+trajectory; the report says, per CSV, whether it is bit-identical and the largest relative
+difference otherwise.
 
 Usage::
 

@@ -41,7 +41,7 @@ import numpy as np
 from .._kernel_switch import compiled
 from ..backend import array_library
 
-__all__ = ["row_dot", "vec_mat"]
+__all__ = ["orthogonal_factor", "row_dot", "vec_mat"]
 
 #: elements of the temporary ``v[..., :, None] * M`` of NumPy's :func:`vec_mat` per row block
 #: (256 KiB of float64: the block stays in cache)
