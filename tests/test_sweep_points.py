@@ -76,3 +76,30 @@ def test_a_failed_call_raises_after_the_others_are_cached(mod, tmp_path):
                       **kw)  # fmt: skip
     assert kept.summary.cached == 2 and kept.frames[1] is None and 1 in kept.summary.failed
     assert kept.frame()["a"].tolist() == [1, 1, 2, 2]
+
+
+def _live_loky_workers() -> int:
+    from joblib.externals.loky import reusable_executor
+
+    ex = getattr(reusable_executor, "_executor", None)
+    procs = getattr(ex, "_processes", None) or {}
+    return sum(p.is_alive() for p in list(procs.values()))
+
+
+def test_parallel_points_leave_no_idle_workers(mod, tmp_path, monkeypatch):
+    """A parallel sweep shuts its worker processes down when it ends: loky keeps idle ones
+    for 300 s, and a process that ran a sweep in a pool worker of its own (``convkit figures
+    --jobs N``) waited for them before it could end (negative control: without the release,
+    the workers are still there)."""
+    import convkit.sweep.executors as ex
+
+    points = [{"a": float(a)} for a in range(4)]
+    kw = dict(imports=[mod], jobs=2)
+    run_points("points_fixture_mod", "rows", points, tmp_path / "a", **kw)
+    assert _live_loky_workers() == 0
+    release = ex._release_workers
+    monkeypatch.setattr(ex, "_release_workers", lambda: None)
+    run_points("points_fixture_mod", "rows", points, tmp_path / "b", **kw)
+    assert _live_loky_workers() > 0
+    release()
+    assert _live_loky_workers() == 0

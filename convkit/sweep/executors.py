@@ -132,7 +132,24 @@ def _joblib(tasks: list[dict], jobs: int) -> Iterator[dict]:
         initializer=_worker_init,
         initargs=(os.getpid(),),
     )
-    yield from par(delayed(_execute)({**t, "threads": 1}) for t in tasks)
+    try:
+        yield from par(delayed(_execute)({**t, "threads": 1}) for t in tasks)
+    finally:
+        _release_workers()
+
+
+def _release_workers() -> None:
+    """Shut loky's reusable executor down, its workers with it.
+
+    Loky keeps idle workers for 300 s, and a process that ran a sweep from a pool worker of
+    its own (``convkit figures --jobs N`` runs each analysis so) does not end before they do:
+    a fresh clone's ``make figures`` waited five minutes after its last analysis.  A later
+    sweep starts new workers (about a second)."""
+    from joblib.externals.loky import reusable_executor
+
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True)
 
 
 def _dask(tasks: list[dict], jobs: int | None, scheduler: str | None) -> Iterator[dict]:
