@@ -131,6 +131,9 @@ COMMITTED = REPO / "figures"
 QUICK_OUT = REPO / "figures-quick"
 
 _UNRECORDED = "not recorded"
+#: the key of ``runs.json`` that holds the whole runs' times (not an analysis):
+#: ``{"full": record, "quick": record}``, :func:`whole_run_record`
+WHOLE_RUNS = "_whole_runs"
 
 
 def default_out(quick: bool) -> Path:
@@ -168,9 +171,31 @@ def _provenance(
     return rec
 
 
+def analysis_runs(runs: dict[str, dict]) -> dict[str, dict]:
+    """The analyses' entries of ``runs.json`` (without :data:`WHOLE_RUNS`)."""
+    return {k: v for k, v in runs.items() if k != WHOLE_RUNS}
+
+
+def whole_run_record(
+    seconds: float, analyses: int, jobs: int, when: str, where: dict, command: str
+) -> dict[str, Any]:
+    """The record of a whole run (every analysis, ``--record-times``) under
+    :data:`WHOLE_RUNS` of ``runs.json``: its wall time from the plan to the index (without the
+    set-up of ``make figures``), the number of analyses, jobs, date, machine and command."""
+    return {
+        "seconds": round(float(seconds), 1),
+        "analyses": int(analyses),
+        "jobs": int(jobs),
+        "date": when,
+        "machine": where,
+        "command": command,
+    }
+
+
 def mode_summary(runs: dict[str, dict], command: str) -> str:
     """The index's first lines: the exact command that wrote it, and the mode of the data of
     every analysis it lists (one mode, or each analysis with its own when they differ)."""
+    runs = analysis_runs(runs)
     modes = {r.get("mode", _UNRECORDED) for r in runs.values()}
     head = f"This index was written by `{command}`."
     if modes == {"full"}:
@@ -242,6 +267,7 @@ def run_figures(
         ``out``, at least one), an ``out`` that cannot be written, or an ``AFTER`` naming no
         analysis or forming a cycle.
     """
+    t_start = time.perf_counter()
     analyses_dir = Path(analyses_dir).resolve()
     if not analyses_dir.is_dir():
         print(f"convkit figures: no analyses directory at {analyses_dir}", file=sys.stderr)
@@ -351,7 +377,7 @@ def run_figures(
         progress.plan(
             f"convkit figures: {len(names)} analys{'is' if len(names) == 1 else 'es'}, "
             f"{mode_name} mode, {progress.jobs} job{'s' if progress.jobs > 1 else ''}, into {out} "
-            f"({where['nproc']} cores, {where['cpu']})"
+            f"({where['nproc']} cores, {where['cpu']})" + _last_whole_run(out, mode_name)
         )
     if parallel:
         outcomes = _parallel_outcomes(by_name, after, cost, jobs, progress)
@@ -363,11 +389,59 @@ def run_figures(
     if computes and kept == set(names) and (header := _index_command(out)) is not None:
         command = header  # nothing changed: the index keeps the command that wrote it
     write_index(out, titles, files, all_checks, mode_summary(runs, command), runs)
+    if computes and record_times and not failed and set(names) == set(available):
+        ours = analyses_dir == (REPO / "analyses").resolve()  # the committed set's analyses
+        _record_whole_run(out, mode_name, time.perf_counter() - t_start, len(names),
+                          jobs, when, where, command, ours)  # fmt: skip
     print(f"convkit figures: wrote {out / 'index.md'}", flush=True)
     if failed:
         print("failed analyses:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+def _last_whole_run(out: Path, mode: str) -> str:
+    """``"; the last whole <mode> run took ..."`` from :data:`WHOLE_RUNS` of ``out/runs.json``
+    (else the committed one), or ``""`` when none is recorded."""
+    from convkit.figures_progress import duration
+
+    for path in (out / "runs.json", COMMITTED / "runs.json"):
+        rec = _read_json(path).get(WHOLE_RUNS, {}).get(mode) if path.exists() else None
+        if rec:
+            return (
+                f"; the last whole {mode} run took {duration(rec['seconds'])} "
+                f"({rec['date'][:10]}, {rec['machine'].get('nproc', '?')} cores, "
+                f"{rec['jobs']} jobs, without set-up)"
+            )
+    return ""
+
+
+def _record_whole_run(
+    out: Path,
+    mode: str,
+    seconds: float,
+    analyses: int,
+    jobs: int,
+    when: str,
+    where: dict,
+    command: str,
+    committed_too: bool = False,
+) -> None:
+    """Write the whole run's record (:func:`whole_run_record`) under :data:`WHOLE_RUNS`
+    ``[mode]`` of ``out/runs.json`` and, for a quick run of the repository's analyses
+    (``committed_too``; quick data never goes into the committed set), of the committed
+    ``figures/runs.json`` too: ``--record-times`` asks for it, so that both whole times are
+    kept where the analyses' are."""
+    rec = whole_run_record(seconds, analyses, jobs, when, where, command)
+    quick_too = mode == "quick" and committed_too and not _same_dir(out, COMMITTED)
+    targets = [out] + ([COMMITTED] if quick_too else [])
+    for target in targets:
+        path = target / "runs.json"
+        if not path.exists() and target == COMMITTED:
+            continue
+        runs = _read_json(path)
+        runs.setdefault(WHOLE_RUNS, {})[mode] = rec
+        path.write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
 
 
 def _plain(rows: Any) -> Any:

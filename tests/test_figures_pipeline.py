@@ -292,3 +292,28 @@ def test_a_rerun_with_the_same_data_leaves_the_record_and_index_as_they_were(tmp
     rec = json.loads((out / "runs.json").read_text())["delta"]
     assert rec["mode"] == "quick" and "--quick" in rec["data"]
     assert "This index was written by `convkit figures --quick" in (out / "index.md").read_text()
+
+
+def test_a_whole_run_with_record_times_records_its_time(tmp_path, capsys):
+    """``--record-times`` on a run of every analysis records the whole run's wall time (with
+    date, machine, jobs and command) under ``_whole_runs`` of ``runs.json``, and the next run's
+    plan says it; a partial run or one without the option records none (negative controls),
+    and the analyses' entries are unchanged in kind (the index lists analyses only)."""
+    from convkit.figures import WHOLE_RUNS
+
+    pkg, out = _fake_analyses(tmp_path), tmp_path / "out"
+    assert _figures("--out", out, "--analyses", pkg) == 0
+    assert WHOLE_RUNS not in json.loads((out / "runs.json").read_text())
+    assert _figures("--only", "alpha", "--record-times", "--out", out, "--analyses", pkg) == 0
+    assert WHOLE_RUNS not in json.loads((out / "runs.json").read_text())
+    assert _figures("--record-times", "--out", out, "--analyses", pkg) == 0
+    runs = json.loads((out / "runs.json").read_text())
+    rec = runs[WHOLE_RUNS]["full"]
+    assert set(rec) == {"seconds", "analyses", "jobs", "date", "machine", "command"}
+    assert rec["analyses"] == len(runs) - 1 and rec["seconds"] >= 0 and rec["jobs"] == 1
+    assert "--record-times" in rec["command"]
+    assert "## _whole_runs" not in (out / "index.md").read_text()
+    capsys.readouterr()
+    assert _figures("--out", out, "--analyses", pkg) == 0
+    assert "; the last whole full run took" in capsys.readouterr().out
+    assert json.loads((out / "runs.json").read_text())[WHOLE_RUNS] == runs[WHOLE_RUNS]
