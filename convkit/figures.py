@@ -40,7 +40,10 @@ computes data also records its time per analysis (:mod:`convkit.figures_progress
 ``seconds``, ``cell_cache`` (``cold``, ``warm``, ``partial`` or ``unused``: whether it read cache
 entries computed before it), ``compile_seconds`` (numba compilation inside it), ``date``,
 ``machine`` (``nproc``, ``cpu``) and ``jobs``, and under ``fresh`` the same fields of the last
-run of that mode that read no cache entry: the time a fresh clone needs.
+run of that mode that read no cache entry: the time a fresh clone needs.  A run of every
+analysis with ``--record-times`` also records its whole wall time under ``_whole_runs``
+(:data:`WHOLE_RUNS`: ``full`` and ``quick``, a quick run's into the committed
+``figures/runs.json`` as well), which the next plan quotes.
 
 Before any work the run prints its plan (the analyses, each one's recorded time, the total),
 then a line when each analysis starts and ends and ``k/N done, elapsed ..., ETA ...`` after
