@@ -221,6 +221,18 @@ res = ck.simulate(prob, algos, steps=300, replicates=8, seed=0, n_record=6, prog
 for name, cv in res.values.items():
     put(f"run {name}", cv.values)
     put(f"run {name} diverged", cv.diverged_at)
+# the studies' bits to a target (a tuning rule ranks steps by it): the C library's scalar
+# log and exp; NumPy's SIMD ones of the same formula as the control
+from analyses._decentralized_common import level_crossing
+xs = np.sort(rng.uniform(1.0, 1e6, (4000, 8)), axis=1)
+es = np.sort(rng.uniform(1e-6, 1.0, (4000, 8)), axis=1)[:, ::-1]
+lv = rng.uniform(1e-6, 1.0, 4000)
+put("level_crossing", np.array([level_crossing(x, e, l) for x, e, l in zip(xs, es, lv)]))
+j = np.argmax(es <= lv[:, None], axis=1).clip(1)
+i = np.arange(4000)
+e0, e1, x0, x1 = es[i, j - 1], es[i, j], xs[i, j - 1], xs[i, j]
+t = (np.log(e0) - np.log(lv)) / (np.log(e0) - np.log(e1))
+blas["level_crossing simd"] = np.exp(np.log(x0) + t * (np.log(x1) - np.log(x0)))
 print(json.dumps({"fixed": out, "blas": {k: v.tobytes().hex() for k, v in blas.items()}}))
 """
 
