@@ -94,7 +94,8 @@ def compare_csv(ref_path: Path, new_path: Path, rtol: float = RTOL, atol: float 
             if rel.size and rel.max() > diff.max_rel:
                 i = int(np.argmax(rel))
                 diff.max_rel, diff.where = float(rel[i]), (str(col), i)
-            bad = (rel > rtol) & ~(np.abs(bv - av) <= atol)
+            with np.errstate(invalid="ignore"):  # inf - inf: equal infinities, rel is 0
+                bad = (rel > rtol) & ~(np.abs(bv - av) <= atol)
             if bad.any():
                 i = int(np.argmax(np.where(bad, rel, -1.0)))
                 diff.numeric[str(col)] = (int(bad.sum()), float(rel[i]), i, av[i], bv[i])
