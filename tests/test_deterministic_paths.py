@@ -12,31 +12,14 @@ thread counts) as here.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from portable_probe import host_has_avx512, run_probe
 
 import convkit as ck
 from convkit.algorithms.decentralized import CHOCOSGD, DCDPSGD, DPSGD, ECDPSGD, DeepSqueeze
 from convkit.compression import QSGD, TopK
 from convkit.topology import complete, from_matrix, ring
-
-ROOT = Path(__file__).resolve().parent.parent
-#: the variables of tools/portable_env.py
-PORTABLE_KEYS = (
-    "CONVKIT_THREADS",
-    "NUMBA_NUM_THREADS",
-    "NUMBA_CACHE_DIR",
-    "NUMBA_CPU_NAME",
-    "NUMBA_CPU_FEATURES",
-    "OPENBLAS_CORETYPE",
-    "NPY_DISABLE_CPU_FEATURES",
-)
 
 
 def _ordered_loop(W: np.ndarray, X: np.ndarray, reverse: bool = False) -> np.ndarray:
@@ -135,26 +118,13 @@ print(json.dumps(out))
 
 
 def _hashes(mixing: str, portable: bool) -> dict:
-    cmd = [sys.executable, "-c", f"MIXING = {mixing!r}\n" + PROBE]
-    if portable:
-        cmd = [sys.executable, str(ROOT / "tools" / "portable_env.py"), *cmd]
-    # this machine's own settings even under `make test-portable` (the tool keeps variables
-    # already set, so they are dropped for both runs)
-    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_KEYS}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
-def _host_has_avx512() -> bool:
-    ll = pytest.importorskip("llvmlite.binding")
-    return "+avx512f" in ll.get_host_cpu_features().flatten().split(",")
+    return run_probe(f"MIXING = {mixing!r}\n" + PROBE, portable)
 
 
 def test_topk_engines_step_to_the_same_bits_in_the_portable_environment():
     pytest.importorskip("numba")
     assert _hashes("ordered", False) == _hashes("ordered", True)
-    if _host_has_avx512():  # negative control: the BLAS's product (old fast path) moves them
+    if host_has_avx512():  # negative control: the BLAS's product (old fast path) moves them
         fast, narrow = _hashes("auto", False), _hashes("auto", True)
         assert sum(fast[k] != narrow[k] for k in fast) >= 3, (fast, narrow)
 

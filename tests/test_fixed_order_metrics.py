@@ -13,30 +13,14 @@ OpenBLAS, other thread counts) as here; the BLAS's ``vecdot`` and LAPACK's QR do
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from portable_probe import host_has_avx512, run_probe
 
 import convkit as ck
 from convkit.problems._fixed_order import orthogonal_factor, row_dot, vec_mat
 from convkit.problems.heterogeneous import HeterogeneousLeastSquares
 
-ROOT = Path(__file__).resolve().parent.parent
-#: the variables of tools/portable_env.py
-PORTABLE_KEYS = (
-    "CONVKIT_THREADS",
-    "NUMBA_NUM_THREADS",
-    "NUMBA_CACHE_DIR",
-    "NUMBA_CPU_NAME",
-    "NUMBA_CPU_FEATURES",
-    "OPENBLAS_CORETYPE",
-    "NPY_DISABLE_CPU_FEATURES",
-)
 U = 2.0**-53
 
 
@@ -238,20 +222,7 @@ print(json.dumps({"fixed": out, "blas": {k: v.tobytes().hex() for k, v in blas.i
 
 
 def _probe(portable: bool) -> dict:
-    cmd = [sys.executable, "-c", PROBE]
-    if portable:
-        cmd = [sys.executable, str(ROOT / "tools" / "portable_env.py"), *cmd]
-    # this machine's own settings even under `make test-portable` (the tool keeps variables
-    # already set, so they are dropped for both runs)
-    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_KEYS}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
-def _host_has_avx512() -> bool:
-    ll = pytest.importorskip("llvmlite.binding")
-    return "+avx512f" in ll.get_host_cpu_features().flatten().split(",")
+    return run_probe(PROBE, portable)
 
 
 def test_least_squares_values_have_the_same_bits_in_the_portable_environment():
@@ -260,6 +231,6 @@ def test_least_squares_values_have_the_same_bits_in_the_portable_environment():
     differ = sorted(k for k in here["fixed"] if here["fixed"][k] != portable["fixed"][k])
     assert not differ, differ
     assert len(here["fixed"]) >= 60
-    if _host_has_avx512():  # negative control: the BLAS's vecdot and LAPACK's QR move
+    if host_has_avx512():  # negative control: the BLAS's vecdot and LAPACK's QR move
         moved = [k for k in here["blas"] if here["blas"][k] != portable["blas"][k]]
         assert len(moved) >= 3, moved
