@@ -8,22 +8,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from portable_probe import PORTABLE_KEYS, TOOL
 
-ROOT = Path(__file__).resolve().parent.parent
-TOOL = ROOT / "tools" / "portable_env.py"
-KEYS = (
-    "CONVKIT_THREADS",
-    "NUMBA_NUM_THREADS",
-    "NUMBA_CACHE_DIR",
-    "NUMBA_CPU_NAME",
-    "NUMBA_CPU_FEATURES",
-    "OPENBLAS_CORETYPE",
-    "NPY_DISABLE_CPU_FEATURES",
-)
+KEYS = PORTABLE_KEYS
 
 # run under the tool: what numba compiles for, which AVX512 targets NumPy still uses, the
 # registers of a small vectorizable compiled loop
