@@ -75,6 +75,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from convkit._symmetric_eigen import symmetric_eigenvalues, two_norm
 from convkit.backend import (
     array_library,
     derive_seed,
@@ -82,6 +83,7 @@ from convkit.backend import (
     sparse_block_operator,
     sparse_matmul,
 )
+from convkit.problems._fixed_order import vec_mat
 from convkit.validation import check_in, check_int, check_real
 
 __all__ = [
@@ -372,9 +374,12 @@ class Topology:
 
     @functools.cached_property
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of the (static, symmetric) ``W`` in decreasing order."""
+        """Eigenvalues of the (static, symmetric) ``W`` in decreasing order, by the cyclic
+        Jacobi method of :func:`convkit._symmetric_eigen.symmetric_eigenvalues`: the same bits
+        on every x86-64 CPU (LAPACK's ``eigvalsh`` depends on the BLAS kernel), within a small
+        multiple of the unit roundoff of ``eigvalsh``'s."""
         W = self._static("eigenvalues")
-        return np.sort(np.linalg.eigvalsh(W))[::-1]
+        return symmetric_eigenvalues(W, name="W")[::-1]
 
     @property
     def lambda_2(self) -> float:
@@ -389,14 +394,16 @@ class Topology:
     @functools.cached_property
     def rho(self) -> float:
         """``max(|lambda_2|, |lambda_n|) = ||W - J||_2``; per-step mean over a period if
-        time-varying: ``||W_{p-1} ... W_0 - J||_2^(1/p)``."""
+        time-varying: ``||W_{p-1} ... W_0 - J||_2^(1/p)``, the products summed in increasing
+        index (:func:`convkit.problems._fixed_order.vec_mat`) and the 2-norm by
+        :func:`convkit._symmetric_eigen.two_norm`: the same bits on every x86-64 CPU."""
         if not self.time_varying:
             return float(max(abs(self.lambda_2), abs(self.lambda_n)))
         n = self.n
         prod = np.eye(n)
         for A in self.Ws:
-            prod = A @ prod
-        norm = float(np.linalg.norm(prod - np.full((n, n), 1.0 / n), 2))
+            prod = vec_mat(np, A, prod)
+        norm = two_norm(prod - np.full((n, n), 1.0 / n), name="W_{p-1} ... W_0 - J")
         norm = 0.0 if norm < 1e-12 else norm
         return norm ** (1.0 / self.period)
 
