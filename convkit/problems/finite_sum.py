@@ -36,6 +36,17 @@ per-sample smoothness that limits SGD); ``mu = lambda_min`` of the Hessian at ``
 Metrics: exact ``excess_risk = f(theta) - f*`` (as a sum of per-row Bregman divergences,
 ``>= 0`` and free of cancellation), ``hnorm2 = ||theta - theta*||^2_{H*}`` and ``dist2``.
 
+Same numbers on any CPU (issue 36).  With a seed, ``theta*``, the constants, the metrics and
+the gradients of dense data have the same bits on every x86-64 CPU: every sum is taken in an
+order fixed by the code (:mod:`convkit.problems._fixed_order`: products with ``A`` and
+``A^T`` summed in increasing index, dot products as NumPy's pairwise sums, Newton's system
+by a fixed-order Cholesky factor, the eigenvalues of ``H*`` by the Jacobi method of
+:mod:`convkit._symmetric_eigen`) and the logistic loss's ``exp`` / ``log1p`` come from the C
+library (:mod:`convkit.problems._libm_loss`), not from the BLAS's kernels and NumPy's SIMD
+loops, which the CPU selects at run time.  Not covered: the L-BFGS warm start of logistic
+regression without an l2 term (SciPy's), the Lanczos ``L`` of ``d > 300`` and the
+least-squares fallback of a singular Newton system (LAPACK).
+
 Data stay as given: a dense NumPy array or a SciPy sparse matrix (converted to CSR).  Sparse
 gradients gather the batch's nonzeros directly from the CSR arrays (no dense ``(R, P, b, d)``
 block); with numba installed, a fused kernel makes the SGD update in one pass for dense and
@@ -52,6 +63,7 @@ import numpy as np
 
 from .._jit import cacheable
 from .._kernel_switch import compiled
+from .._symmetric_eigen import symmetric_eigenvalues
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import (
     Parameter,
@@ -61,8 +73,9 @@ from ..validation import (
     real,
     text,
 )
+from ._fixed_order import cholesky_solve, row_dot, vec_mat
+from ._libm_loss import bernoulli_kl, sigmoid, softplus
 from .base import Problem
-from .logistic import bernoulli_kl_logits, sigmoid
 
 __all__ = ["FiniteLeastSquares", "FiniteLogistic", "FiniteSum", "IndexBatch"]
 
@@ -170,6 +183,8 @@ class FiniteSum(Problem):
                 f"y must hold binary labels in {{-1, +1}} for loss='logistic', found {bad.tolist()}"
             )
         self.A, self.y, self.n, self.d = A, y, n, d
+        #: ``A^T`` C-contiguous (dense data): the operand of the fixed-order ``A theta``
+        self._A_T = None if self.sparse else np.ascontiguousarray(A.T)
         self._set_partition(partition)
         self.noise = None
         self._reshuffle_state: dict[int, Any] = {}
@@ -226,17 +241,23 @@ class FiniteSum(Problem):
 
     # ------------------------------------------------------------------ linear algebra
     def _matvec(self, th: np.ndarray) -> np.ndarray:
-        """``Z[m, i] = <a_i, th_m>`` for th (m, d) -> (m, n)."""
+        """``Z[m, i] = <a_i, th_m>`` for th (m, d) -> (m, n), summed over the coordinates in
+        increasing order (:func:`~convkit.problems._fixed_order.vec_mat`; SciPy's CSR product
+        for sparse data, a loop over each row's nonzeros in order): the same bits on every
+        x86-64 CPU, where the BLAS's product sums in its kernel's order."""
         if self.sparse:
             return np.asarray(self.A @ th.T).T
-        return th @ self.A.T
+        return vec_mat(np, th, self._A_T)
 
     def _rmatvec(self, G: np.ndarray) -> np.ndarray:
-        """``sum_i G[m, i] a_i`` for G (m, n) -> (m, d)."""
+        """``sum_i G[m, i] a_i`` for G (m, n) -> (m, d), summed over the rows ``i`` in
+        increasing order (as :meth:`_matvec`)."""
         if self.sparse:
             return np.asarray(self.A.T @ G.T).T
-        return G @ self.A
+        return vec_mat(np, G, self.A)
 
+    # the logistic loss's exp / log through the C library (:mod:`._libm_loss`): NumPy's SIMD
+    # loops differ in the last bit between CPUs
     def _dloss(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.loss_kind == "squared":
             return z - y
@@ -250,20 +271,22 @@ class FiniteSum(Problem):
 
     def _values(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.loss_kind == "squared":
-            return 0.5 * (z - y) ** 2
-        return np.logaddexp(0.0, -y * z)
+            r = z - y
+            return 0.5 * (r * r)
+        return softplus(-y * z)
 
     def _full_grad(self, th: np.ndarray) -> np.ndarray:
         z = self._matvec(th)
         return self._rmatvec(self.weights * self._dloss(z, self.y)) + self.lam * th
 
     def _weighted_gram(self, c: np.ndarray) -> np.ndarray:
-        """``A^T diag(c) A`` as a dense (d, d) array."""
+        """``A^T diag(c) A`` as a dense (d, d) array (dense data: summed over the rows in
+        increasing order, :func:`~convkit.problems._fixed_order.vec_mat`)."""
         if self.sparse:
             import scipy.sparse as sp
 
             return np.asarray((self.A.T @ sp.diags(c) @ self.A).toarray())
-        return (self.A.T * c) @ self.A
+        return vec_mat(np, self._A_T * c, self.A)
 
     def _hessian(self, th: np.ndarray) -> np.ndarray:
         if self.loss_kind == "squared":  # constant Hessian: build it once
@@ -296,7 +319,7 @@ class FiniteSum(Problem):
             th = res.x
         for _ in range(100):
             g = self._full_grad(th[None])[0]
-            gn = float(np.linalg.norm(g))
+            gn = _norm(g)
             if gn <= self.tol:
                 return th, gn
             step = _solve_psd(self._hessian(th), g)
@@ -307,14 +330,14 @@ class FiniteSum(Problem):
             t = 1.0
             while t > 1e-10:
                 cand = th - t * step
-                if float(self._objective(cand[None])[0]) <= f0 - 1e-4 * t * float(g @ step):
+                if float(self._objective(cand[None])[0]) <= f0 - 1e-4 * t * row_dot(np, g, step):
                     break
                 t *= 0.5
             th = cand
-            if not np.all(np.isfinite(th)) or np.linalg.norm(th) > 1e12:
+            if not np.all(np.isfinite(th)) or _norm(th) > 1e12:
                 break
         g = self._full_grad(th[None])[0]
-        gn = float(np.linalg.norm(g))
+        gn = _norm(g)
         if gn <= self.tol:
             return th, gn
         hint = (
@@ -342,7 +365,7 @@ class FiniteSum(Problem):
         self._c_star = self._curv(z, self.y)
         scale = 1.0 if self.loss_kind == "squared" else 0.25
         self.H_star = self._hessian(ts)
-        eig_star = np.linalg.eigvalsh(self.H_star)
+        eig_star = symmetric_eigenvalues(self.H_star)
         self.mu = max(float(eig_star[0]), 0.0)
         if self.loss_kind == "squared":  # H* = A^T W A + lam I
             self.L = float(eig_star[-1])
@@ -351,7 +374,7 @@ class FiniteSum(Problem):
         if self.sparse:
             row_norm2 = np.asarray(self.A.multiply(self.A).sum(axis=1)).ravel()
         else:
-            row_norm2 = np.einsum("ij,ij->i", self.A, self.A)
+            row_norm2 = row_dot(np, self.A, self.A)
         self.row_norm2 = row_norm2
         self.L_max = float(row_norm2[self.weights > 0].max()) * scale + self.lam
         # per-sample gradients at theta*: grad l_i + lam theta* = dl_i a_i + lam theta*
@@ -361,18 +384,32 @@ class FiniteSum(Problem):
         zeta2, sigma2 = 0.0, 0.0
         for b in blocks:  # set-up only
             Ab = self.A[b]
-            gp = np.asarray(Ab.T @ dl[b]).ravel() / b.size + self.lam * ts
-            zeta2 += float(gp @ gp) / P
+            gp = self._block_rmatvec(Ab, dl[b]) / b.size + self.lam * ts
+            zeta2 += row_dot(np, gp, gp) / P
             # mean ||dl_i a_i + lam ts - gp||^2 = mean dl_i^2 |a_i|^2 + 2 mean dl_i a_i.(lam ts - gp)
             #                                    + |lam ts - gp|^2
             c = self.lam * ts - gp
-            Ac = np.asarray(Ab @ c).ravel()
+            Ac = self._block_matvec(Ab, c)
+            dlb = dl[b]
             sigma2 += (
-                float(np.mean(dl[b] ** 2 * row_norm2[b]) + 2 * np.mean(dl[b] * Ac) + c @ c) / P
+                float(np.mean(dlb * dlb * row_norm2[b]) + 2 * np.mean(dlb * Ac) + row_dot(np, c, c))
+                / P
             )
         self.zeta2 = zeta2 if self.partition is not None else 0.0
         self.sigma2 = max(sigma2, 0.0)
         self.noise = float(np.sqrt(self.sigma2))
+
+    def _block_matvec(self, Ab: Any, c: np.ndarray) -> np.ndarray:
+        """``Ab c`` for a block of rows ``Ab`` (each row's sum in a fixed order)."""
+        if self.sparse:
+            return np.asarray(Ab @ c).ravel()
+        return row_dot(np, Ab, c)
+
+    def _block_rmatvec(self, Ab: Any, v: np.ndarray) -> np.ndarray:
+        """``Ab^T v`` for a block of rows ``Ab`` (summed over its rows in increasing order)."""
+        if self.sparse:
+            return np.asarray(Ab.T @ v).ravel()
+        return vec_mat(np, v, Ab)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -466,10 +503,12 @@ class FiniteSum(Problem):
         R, P, b = idx.shape
         y = self.y[idx]
         if not self.sparse:
+            # sums in an order fixed by the code (not the BLAS's): over the coordinates
+            # NumPy's pairwise sum, over the batch in increasing order
             X = self.A[idx]  # (R, P, b, d)
-            z = (X @ th[..., :, None])[..., 0]
+            z = row_dot(np, X, th[..., None, :])
             c = self._dloss(z, y) / b
-            g = (c[..., None, :] @ X)[..., 0, :]
+            g = np.sum(c[..., :, None] * X, axis=-2)
         else:
             rows, cols, vals = self._gather(idx.ravel())
             owner = rows // b  # (r, p) flat index of each nonzero
@@ -536,8 +575,8 @@ class FiniteSum(Problem):
     def _objective(self, th: np.ndarray) -> np.ndarray:
         out = np.empty(th.shape[0])
         for sl in self._slices(th.shape[0]):
-            out[sl] = self._values(self._matvec(th[sl]), self.y) @ self.weights
-        return out + 0.5 * self.lam * np.einsum("md,md->m", th, th)
+            out[sl] = row_dot(np, self._values(self._matvec(th[sl]), self.y), self.weights)
+        return out + 0.5 * self.lam * row_dot(np, th, th)
 
     def errors(self, theta: Any) -> dict[str, Any]:
         """Exact metrics on the full data for ``theta`` of shape (..., d).
@@ -553,13 +592,13 @@ class FiniteSum(Problem):
         th, lead = self._flat(theta)
         eta = th - self.theta_star
         m = th.shape[0]
-        dist2 = np.einsum("md,md->m", eta, eta)
+        dist2 = row_dot(np, eta, eta)
         data_cost = self.A.nnz if self.sparse else self.n * self.d
         if self.loss_kind == "squared" and self.d * self.d <= data_cost:
             # f is quadratic: f(theta) - f* = <grad f(theta*), eta> + eta^T H* eta / 2 exactly,
             # O(d^2) per point instead of O(n d)
-            hn = np.einsum("md,md->m", eta @ self.H_star, eta)
-            er = np.maximum(0.5 * hn + eta @ self._grad_star, 0.0)
+            hn = row_dot(np, vec_mat(np, eta, self.H_star), eta)
+            er = np.maximum(0.5 * hn + row_dot(np, eta, self._grad_star), 0.0)
             return {
                 "excess_risk": xp.asarray(er.reshape(lead)),
                 "hnorm2": xp.asarray(hn.reshape(lead)),
@@ -572,12 +611,11 @@ class FiniteSum(Problem):
                 D = 0.5 * dz * dz
             else:
                 ms = -self.y * self._z_star  # t = -y z*, a = -y z
-                D = bernoulli_kl_logits(ms, ms - self.y * dz)
-            q = (dz * dz * self._c_star) @ self.weights
-            er[sl] = D @ self.weights
-            hn[sl] = q
-        lam_term = self.lam * np.einsum("md,md->m", eta, eta)
-        er = np.maximum(er + 0.5 * lam_term + eta @ self._grad_star, 0.0)
+                D = bernoulli_kl(ms, ms - self.y * dz)
+            er[sl] = row_dot(np, D, self.weights)
+            hn[sl] = row_dot(np, dz * dz * self._c_star, self.weights)
+        lam_term = self.lam * dist2
+        er = np.maximum(er + 0.5 * lam_term + row_dot(np, eta, self._grad_star), 0.0)
         hn = hn + lam_term
         return {
             "excess_risk": xp.asarray(er.reshape(lead)),
@@ -604,7 +642,7 @@ class FiniteSum(Problem):
         z = self._matvec(th[None])[0]
         dl = self._dloss(z, self.y)
         return np.stack(
-            [np.asarray(self.A[b].T @ dl[b]).ravel() / b.size + self.lam * th for b in blocks]
+            [self._block_rmatvec(self.A[b], dl[b]) / b.size + self.lam * th for b in blocks]
         )
 
 
@@ -637,25 +675,28 @@ class FiniteLogistic(FiniteSum):
         super().__init__(A, y, loss="logistic", lam=lam, **kwargs)
 
 
-def _solve_psd(Hm: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """``Hm^{-1} g`` by Cholesky; least squares (minimum norm) when ``Hm`` is singular."""
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+def _norm(v: np.ndarray) -> float:
+    """``||v||`` summed in a fixed order (:func:`~convkit.problems._fixed_order.row_dot`)."""
+    return float(np.sqrt(row_dot(np, v, v)))
 
-    try:
-        c = cho_factor(Hm, check_finite=False)
-        x = cho_solve(c, g, check_finite=False)
-        if np.all(np.isfinite(x)):
-            return x
-    except LinAlgError:
-        pass
+
+def _solve_psd(Hm: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``Hm^{-1} g`` by a Cholesky factor summed in a fixed order
+    (:func:`~convkit.problems._fixed_order.cholesky_solve`: the same bits on every x86-64
+    CPU); least squares (minimum norm, LAPACK) when ``Hm`` is not numerically positive
+    definite."""
+    x = cholesky_solve(Hm, g)
+    if x is not None and np.all(np.isfinite(x)):
+        return x
     return np.linalg.lstsq(Hm, g, rcond=None)[0]
 
 
 def _largest_eigenvalue(M: np.ndarray) -> float:
-    """Largest eigenvalue of a symmetric PSD matrix (dense solver for small ones, Lanczos
-    to relative 1e-12 otherwise)."""
+    """Largest eigenvalue of a symmetric PSD matrix: the portable Jacobi method for
+    ``d <= 300`` (:func:`convkit._symmetric_eigen.symmetric_eigenvalues`, the same bits on
+    every x86-64 CPU), Lanczos (ARPACK) to relative 1e-12 otherwise."""
     if M.shape[0] <= 300:
-        return float(np.linalg.eigvalsh(M)[-1])
+        return float(symmetric_eigenvalues(M)[-1])
     from scipy.sparse.linalg import eigsh
 
     v0 = np.ones(M.shape[0])
