@@ -1,6 +1,6 @@
-"""Cost of the CPU-independent ("ordered") mixing of the compressed decentralized algorithms.
+"""Cost of the CPU-independent ("ordered") mixing of the decentralized algorithms.
 
-The compressed algorithms of :mod:`convkit.algorithms.decentralized` mix with
+The algorithms of :mod:`convkit.algorithms.decentralized` (D-PSGD and the compressed ones) mix with
 ``Topology.mix(method="ordered")``: a CSR product summing each row in a fixed order (SciPy's
 ``csr_matvecs``, or the compiled row product of the fused top-k kernels, which rounds as it),
 the same bits on every x86-64 CPU, instead of the BLAS's ``gemm`` for a dense ``W`` (the
@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # allow `python benchmarks/bench_deterministic.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import convkit as ck
-from convkit.algorithms.decentralized import CHOCOSGD, DCDPSGD, DeepSqueeze
+from convkit.algorithms.decentralized import CHOCOSGD, DCDPSGD, DPSGD, DeepSqueeze
 from convkit.backend import Backend
 from convkit.compression import QSGD, TopK
 from convkit.problems.base import GradientOracle
@@ -40,6 +40,7 @@ R, STEPS, REPEATS = 16, 20, 5
 def _builders(P: int, d: int) -> dict:
     topo, g, top = ring(P), ck.Constant(0.01), TopK(k=max(1, d // 10))
     return {
+        "D-PSGD": lambda: DPSGD(topo, g),
         "CHOCO-SGD top-k": lambda: CHOCOSGD(topo, g, top, 0.3),
         "DeepSqueeze top-k": lambda: DeepSqueeze(topo, g, top, 0.1),
         "DCD-PSGD QSGD": lambda: DCDPSGD(topo, g, QSGD(s=4)),

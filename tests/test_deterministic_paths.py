@@ -1,11 +1,11 @@
-"""The CPU-independent paths of the compressed decentralized algorithms (issue 36).
+"""The CPU-independent paths of the decentralized algorithms (issue 36).
 
 ``Topology.mix(method="ordered")`` sums every row in a fixed order (``acc = 0``, then
 ``acc += W_ij x_j`` for the row's non-zero ``W_ij`` in increasing ``j``, a multiply then an
-add), whatever ``W``'s density; the compressed algorithms mix with it, so that a top-k
+add), whatever ``W``'s density; D-PSGD and the compressed algorithms mix with it, so that a top-k
 selection (or a stochastic rounding) sees the same bits on every x86-64 CPU.  Checked here:
 the product equals that loop exactly (a reversed order is told apart: the negative control),
-which algorithms use it, and that CHOCO-SGD and DeepSqueeze with top-k step to the same bits
+which algorithms use it, and that CHOCO-SGD and DeepSqueeze with top-k and D-PSGD step to the same bits
 in the environment of ``tools/portable_env.py`` (no AVX512 in numba, NumPy or OpenBLAS, other
 thread counts) as here.
 """
@@ -63,7 +63,7 @@ def test_ordered_mixing_is_the_fixed_order_sum(which, dtype):
         assert not np.array_equal(got, _ordered_loop(W, X, reverse=True))
 
 
-def test_compressed_algorithms_mix_in_order_and_dpsgd_keeps_the_fast_product():
+def test_decentralized_algorithms_mix_in_order():
     topo, g = ring(8), ck.Constant(0.01)
     compressed = (
         CHOCOSGD(topo, g, TopK(k=2), 0.3),
@@ -72,7 +72,7 @@ def test_compressed_algorithms_mix_in_order_and_dpsgd_keeps_the_fast_product():
         ECDPSGD(topo, g, QSGD(s=4)),
     )
     assert all(a.mixing == "ordered" for a in compressed)
-    assert DPSGD(topo, g).mixing == "auto"
+    assert DPSGD(topo, g).mixing == "ordered"
     # the dense ring's CSR arrays are offered to the fused kernels for "ordered" only
     X = np.zeros((2, 8, 5))
     assert topo.sparse_block_csr(X, 0) is None
@@ -86,7 +86,7 @@ PROBE = """
 import hashlib, json
 import numpy as np
 import convkit as ck
-from convkit.algorithms.decentralized import CHOCOSGD, DeepSqueeze
+from convkit.algorithms.decentralized import CHOCOSGD, DPSGD, DeepSqueeze
 from convkit.compression import TopK
 from convkit.problems.base import GradientOracle
 from convkit.topology import complete, ring
@@ -98,6 +98,7 @@ for tname, topo in (("ring16", ring(16)), ("complete8", complete(8))):
         "choco": CHOCOSGD(topo, g, TopK(k=5), 0.3),
         "choco-ref": CHOCOSGD(topo, g, TopK(k=5), 0.3, order="reference_code"),
         "deepsqueeze": DeepSqueeze(topo, g, TopK(k=5), 0.1),
+        "dpsgd": DPSGD(topo, g),
     }
     for name, algo in algos.items():
         algo.mixing = MIXING

@@ -206,7 +206,9 @@ class DecentralizedAlgorithm(Algorithm):
     #: the product of :meth:`convkit.topology.Topology.mix`: ``"ordered"`` (the same numbers
     #: on every x86-64 CPU: a compressed algorithm's compressor decides on the values, top-k's
     #: selection, stochastic rounding's coin flips, and a last-bit difference of the BLAS's
-    #: product would lead to another trajectory) or ``"auto"`` (the fastest, D-PSGD)
+    #: product would lead to another trajectory; D-PSGD's step tuning and its rows of the
+    #: studies' tables too) or ``"auto"`` (the fastest product, the BLAS's for a dense ``W``:
+    #: ``benchmarks/bench_deterministic.py`` times both)
     mixing: str = "ordered"
     #: each algorithm of the family declares its own (none here)
     capabilities = Capabilities()
@@ -375,7 +377,6 @@ class DPSGD(DecentralizedAlgorithm):
     """
 
     compressed = False
-    mixing = "auto"
     state_arrays = 1
     #: the exact D-PSGD recursions (:mod:`convkit.exact.dpsgd`, node optima:
     #: :mod:`convkit.exact.heterogeneous`; static topologies); the problems' compiled SGD step
