@@ -215,7 +215,8 @@ def test_kernel_and_numpy_paths_give_the_same_bits():
     pytest.importorskip("numba")
     mats = [_random_symmetric(n, n) for n in (1, 2, 3, 8, 13, 31, 50)]
     mats += [t.W for t in (T.ring(20), T.torus(4), T.star(9), T.erdos_renyi(25, 0.3, seed=2))]
-    assert se._kernel() is not None  # the compiled path runs here
+    if se._kernel() is None:
+        pytest.skip("the compiled kernels cannot be used here (CONVKIT_NO_NUMBA)")
     compiled = [symmetric_eigenvalues(M) for M in mats]
     with ck.kernels(enabled=False):
         assert se._kernel() is None
