@@ -7,7 +7,8 @@ random symmetric matrix and on the mixing matrix of a ring (the compiled path, n
 warmed first), their ratio, and the NumPy path's time (kernels off) for reference.  A
 topology's eigenvalues are computed once and cached, so milliseconds are affordable.
 Interleaved timings, the best of several repeats (:func:`benchmarks.timing.best_of`).  Run:
-``python benchmarks/bench_symmetric_eigen.py``.
+``python benchmarks/bench_symmetric_eigen.py`` (the table), or through ``benchmarks/run.py``
+(:func:`measure`: the ratios on the random matrices).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ def _repeats(n: int) -> int:
     return max(5, 400 // n)
 
 
-def main() -> None:
-    print(f"{'matrix':<14}{'n':>4}{'eigvalsh':>12}{'jacobi':>12}{'ratio':>8}{'numpy path':>13}")
+def _rows(sizes: tuple[int, ...]) -> list[tuple[str, int, float, float, float]]:
+    """``(matrix, n, eigvalsh seconds, Jacobi seconds, NumPy path seconds)`` per case."""
+    rows = []
     rng = np.random.default_rng(0)
-    for n in SIZES:
+    for n in sizes:
         B = rng.standard_normal((n, n))
         for label, M in (("random", (B + B.T) / 2), ("ring uniform", ring(n).W)):
             symmetric_eigenvalues(M)  # warm: the kernel compiled or loaded from the cache
@@ -49,10 +51,32 @@ def main() -> None:
                 t0 = time.perf_counter()
                 symmetric_eigenvalues(M)
                 t_numpy = time.perf_counter() - t0
-            print(
-                f"{label:<14}{n:>4}{t_lapack * 1e6:>10.1f}us{t_jacobi * 1e6:>10.1f}us"
-                f"{t_jacobi / t_lapack:>8.1f}{t_numpy * 1e3:>11.1f}ms"
-            )
+            rows.append((label, n, t_lapack, t_jacobi, t_numpy))
+    return rows
+
+
+def measure(quick: bool = False) -> dict:
+    """``symmetric_eigen_vs_eigvalsh_n{n}``: the Jacobi eigenvalues' time over ``eigvalsh``'s
+    on a random symmetric ``n x n`` matrix (informational: no goal; the cost of the same bits
+    on every CPU, paid once per topology)."""
+    return {
+        f"symmetric_eigen_vs_eigvalsh_n{n}": {
+            "value": t_jacobi / t_lapack,
+            "goal": None,
+            "higher_is_better": False,
+        }
+        for label, n, t_lapack, t_jacobi, _ in _rows(SIZES[:2] if quick else SIZES)
+        if label == "random"
+    }
+
+
+def main() -> None:
+    print(f"{'matrix':<14}{'n':>4}{'eigvalsh':>12}{'jacobi':>12}{'ratio':>8}{'numpy path':>13}")
+    for label, n, t_lapack, t_jacobi, t_numpy in _rows(SIZES):
+        print(
+            f"{label:<14}{n:>4}{t_lapack * 1e6:>10.1f}us{t_jacobi * 1e6:>10.1f}us"
+            f"{t_jacobi / t_lapack:>8.1f}{t_numpy * 1e3:>11.1f}ms"
+        )
 
 
 if __name__ == "__main__":
