@@ -57,8 +57,9 @@ RUN_SIZES = {False: (1000, 16, 4), True: (200, 4, 3)}
 #: part of every setting's cache key (:func:`point_version`, beside a digest of this module's
 #: constants): raise it when a change outside these constants changes the numbers of a
 #: setting (tuning, methods, problems, engine), so that no entry of the older numbers is read
-#: (1: the first sweep-cached settings)
-POINT_VERSION = 1
+#: (1: the first sweep-cached settings; 2: D-PSGD mixes in a fixed order and the
+#: topologies' spectral constants come from the Jacobi method, issue 36)
+POINT_VERSION = 2
 #: the repository (its ``.convkit-cache`` holds the settings' cache, :func:`cache_dir`)
 REPO = Path(__file__).resolve().parents[1]
 

@@ -34,16 +34,20 @@ covered by this bound; their counts (``n_diverged``) are integer columns and mus
 and their values are ``inf`` / NaN or above the divergence threshold on both sides.
 
 Where the computation is the same on every x86-64 CPU the columns agree bit for bit: the
-trajectories of the compressed decentralized algorithms (``Topology.mix(method="ordered")``, the
-compiled top-k kernels and SGD steps; on least squares also DCD-PSGD, ECD-PSGD and EF-SGD),
-hence their selections, divergence counts and brackets, and the metrics computed without the
-BLAS: least squares' ``excess_risk`` / ``hnorm2`` / ``dist2`` and node errors, the consensus
-distance, the error memory (NumPy's pairwise sums of elementwise products, products with a
-rotation summed in a fixed order: :mod:`convkit.problems._fixed_order`).  A metric that goes
-through a BLAS dot product or matrix product (logistic regression's and the finite-sum
-problems' metrics, D-PSGD's dense mixing) differs in its last bits even on the same
-trajectory; the report says, per CSV, whether it is bit-identical and the largest relative
-difference otherwise.
+trajectories of the decentralized algorithms (``Topology.mix(method="ordered")`` for D-PSGD and
+the compressed ones, the compiled top-k kernels and SGD steps) on least squares and on the
+finite-sum problems, hence their selections, divergence counts and brackets; the metrics
+computed without the BLAS: least squares' and the finite-sum problems' ``excess_risk`` /
+``hnorm2`` / ``dist2`` and node errors, the consensus distance, the error memory (NumPy's
+pairwise sums of elementwise products, products with a matrix summed in a fixed order:
+:mod:`convkit.problems._fixed_order`; the logistic loss's ``exp`` / ``log1p`` from the C
+library: :mod:`convkit.problems._libm_loss`); the finite-sum problems' ``theta*`` and
+constants, and the topologies' eigenvalues and spectral gaps (the Jacobi method:
+:mod:`convkit._symmetric_eigen`).  What goes through a BLAS product or NumPy's SIMD
+``exp`` / ``log`` (the metrics and gradients of logistic regression with a Gaussian design,
+its exact constants by quadrature, SCAFFOLD's and the servers' products) differs in its last
+bits even on the same trajectory; the report says, per CSV, whether it is bit-identical and
+the largest relative difference otherwise.
 
 Usage::
 
