@@ -1,4 +1,5 @@
-"""Cost of least squares' CPU-independent sums (issue 36): the old BLAS path and the new one.
+"""Cost of the CPU-independent sums of least squares and the finite sums (issue 36): the old
+BLAS path and the new one.
 
 :class:`~convkit.problems.least_squares.LeastSquares` and
 :class:`~convkit.problems.heterogeneous.HeterogeneousLeastSquares` sum their metrics, gradients
@@ -14,7 +15,13 @@ and their ratio:
 * ``stochastic_grad`` (the decentralized algorithms without a fused step: DCD-PSGD,
   ECD-PSGD) at ``(R, P) = (16, 8)``, ``d = 50``, batch 1 and 4; ``sample`` of a rotated problem;
 * the divergence test's squared distance of :func:`convkit.simulate` (every step);
-* the random rotation (``rotate=True``, once per problem) at ``d = 100`` and ``1000``.
+* the random rotation (``rotate=True``, once per problem) at ``d = 100`` and ``1000``;
+* the finite-sum logistic problem of ``real_data`` (breast cancer, ``n = 569``, ``d = 30``,
+  ``lam = 0.01``): ``errors()`` at ``R = 64`` (products with ``A`` by
+  :func:`~convkit.problems._fixed_order.vec_mat` and the loss's ``exp`` / ``log1p`` from the C
+  library instead of ``@`` and NumPy's SIMD loops), ``stochastic_grad`` at ``(R, P) = (16, 8)``
+  (D-PSGD's gradient), the full gradient of one point (a Newton step's), the Newton system
+  (LAPACK's Cholesky / the fixed-order one) and ``H*``'s eigenvalues (LAPACK / Jacobi).
 
 Interleaved timings, the best of several repeats.  Run:
 ``python benchmarks/bench_portable_metrics.py``.
@@ -35,7 +42,12 @@ if __package__ in (None, ""):  # allow `python benchmarks/bench_portable_metrics
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import convkit as ck
-from convkit.problems._fixed_order import orthogonal_factor, vec_mat
+from convkit._symmetric_eigen import symmetric_eigenvalues
+from convkit.problems._fixed_order import cholesky_solve, orthogonal_factor, vec_mat
+from convkit.problems.datasets import breast_cancer
+from convkit.problems.finite_sum import IndexBatch
+from convkit.problems.logistic import bernoulli_kl_logits
+from convkit.problems.logistic import sigmoid as numpy_sigmoid
 
 REPEATS = 7
 
@@ -87,6 +99,60 @@ def _lapack_rotation(d: int) -> np.ndarray:
     return ortho_group.rvs(d, random_state=np.random.default_rng(1))
 
 
+def _old_finite_errors(prob, theta: np.ndarray) -> dict:
+    """``FiniteSum.errors`` before (logistic): the BLAS's products, NumPy's SIMD exp / log1p."""
+    eta = theta - prob.theta_star
+    dist2 = np.einsum("md,md->m", eta, eta)
+    dz = eta @ prob.A.T
+    ms = -prob.y * prob._z_star
+    D = bernoulli_kl_logits(ms, ms - prob.y * dz)
+    hn = (dz * dz * prob._c_star) @ prob.weights + prob.lam * dist2
+    er = D @ prob.weights + 0.5 * prob.lam * dist2 + eta @ prob._grad_star
+    return {"excess_risk": np.maximum(er, 0.0), "hnorm2": hn, "dist2": dist2}
+
+
+def _old_finite_sgrad(prob, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``FiniteSum.stochastic_grad`` before (dense data): batched matmuls (the BLAS)."""
+    X, y = prob.A[idx], prob.y[idx]
+    z = (X @ theta[..., :, None])[..., 0]
+    c = -y * numpy_sigmoid(-y * z) / idx.shape[-1]
+    return (c[..., None, :] @ X)[..., 0, :] + prob.lam * theta
+
+
+def _old_finite_grad(prob, th: np.ndarray) -> np.ndarray:
+    """``FiniteSum._full_grad`` before: ``th @ A.T``, ``G @ A``, NumPy's sigmoid."""
+    z = th @ prob.A.T
+    return (prob.weights * (-prob.y * numpy_sigmoid(-prob.y * z))) @ prob.A + prob.lam * th
+
+
+def _lapack_cholesky(H: np.ndarray, g: np.ndarray) -> np.ndarray:
+    from scipy.linalg import cho_factor, cho_solve
+
+    return cho_solve(cho_factor(H, check_finite=False), g, check_finite=False)
+
+
+def _finite_sum_rows(rng: np.random.Generator) -> list[tuple[str, float, float]]:
+    prob = breast_cancer().logistic(lam=0.01)
+    theta = prob.theta_star + 0.1 * rng.standard_normal((64, prob.d))
+    th = 0.1 * rng.standard_normal((16, 8, prob.d))
+    idx = rng.integers(0, prob.n, size=(16, 8, 1))
+    one = theta[:1]
+    H, g = prob.H_star, prob.grad(one)[0]
+    return [
+        ("finite logistic errors()  R=64 n=569 d=30",
+         *_pair(partial(_old_finite_errors, prob, theta), partial(prob.errors, theta), 50)),
+        ("finite logistic stochastic_grad R=16 P=8 b=1",
+         *_pair(partial(_old_finite_sgrad, prob, th, idx),
+                partial(prob.stochastic_grad, th, IndexBatch(idx)), 500)),
+        ("finite logistic full gradient, one point",
+         *_pair(partial(_old_finite_grad, prob, one), partial(prob._full_grad, one), 500)),
+        ("Newton system d=30 (LAPACK / fixed Cholesky)",
+         *_pair(partial(_lapack_cholesky, H, g), partial(cholesky_solve, H, g), 200)),
+        ("eigenvalues of H* d=30 (eigvalsh / Jacobi)",
+         *_pair(partial(np.linalg.eigvalsh, H), partial(symmetric_eigenvalues, H), 50)),
+    ]  # fmt: skip
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     rows: list[tuple[str, float, float]] = []
@@ -120,6 +186,7 @@ def main() -> None:
         rows.append((f"rotation d={d} (LAPACK QR / Householder)",
                      *_pair(partial(_lapack_rotation, d),
                             partial(orthogonal_factor, g), n)))  # fmt: skip
+    rows += _finite_sum_rows(rng)
     width = max(len(r[0]) for r in rows)
     print(f"{'call':<{width}}  {'old (BLAS)':>12}  {'new (fixed)':>12}  {'new/old':>8}")
     for label, t_old, t_new in rows:

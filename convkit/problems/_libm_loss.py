@@ -128,8 +128,13 @@ _PYTHON = {
 
 
 def _apply(name: str, *args: Any) -> np.ndarray:
-    flat = [np.ascontiguousarray(a, dtype=np.float64) for a in np.broadcast_arrays(*args)]
-    shape = flat[0].shape
+    arrays = [np.asarray(a, dtype=np.float64) for a in args]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    # operands of another shape are copied out broadcast (a compiled loop reads flat arrays)
+    flat = [
+        np.ascontiguousarray(a) if a.shape == shape else np.array(np.broadcast_to(a, shape))
+        for a in arrays
+    ]
     kernels = compiled("problems._libm_loss", _compile)
     if kernels is None:
         with np.errstate(invalid="ignore"):  # NaN in, NaN out, as the compiled loops
