@@ -135,3 +135,17 @@ def test_cholesky_solve_matches_lapack_and_refuses_an_indefinite_matrix():
     assert cholesky_solve(np.diag([1.0, 0.0]), np.ones(2)) is None
     with pytest.raises(ValueError, match="cholesky_solve"):
         cholesky_solve(np.eye(3), np.ones(2))
+
+
+def test_eigenvalues_by_jacobi_up_to_the_portable_size_and_lapack_above():
+    from convkit._symmetric_eigen import symmetric_eigenvalues
+    from convkit.problems.finite_sum import PORTABLE_EIGEN_MAX, FiniteLogistic
+
+    rng = np.random.default_rng(3)
+    for d in (5, PORTABLE_EIGEN_MAX + 1):
+        A = rng.standard_normal((2 * d, d))
+        y = np.where(rng.standard_normal(2 * d) > 0, 1.0, -1.0)
+        prob = FiniteLogistic(A, y, lam=0.1)
+        solver = symmetric_eigenvalues if d <= PORTABLE_EIGEN_MAX else np.linalg.eigvalsh
+        assert prob.mu == max(float(solver(prob.H_star)[0]), 0.0)
+        assert abs(prob.mu - float(np.linalg.eigvalsh(prob.H_star)[0])) <= 1e-12 * prob.L

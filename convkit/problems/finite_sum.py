@@ -44,7 +44,8 @@ by a fixed-order Cholesky factor, the eigenvalues of ``H*`` by the Jacobi method
 :mod:`convkit._symmetric_eigen`) and the logistic loss's ``exp`` / ``log1p`` come from the C
 library (:mod:`convkit.problems._libm_loss`), not from the BLAS's kernels and NumPy's SIMD
 loops, which the CPU selects at run time.  Not covered: the L-BFGS warm start of logistic
-regression without an l2 term (SciPy's), the Lanczos ``L`` of ``d > 300`` and the
+regression without an l2 term (SciPy's), the eigenvalues of ``d > 300`` (``mu`` and ``L``
+by LAPACK and ARPACK: the Jacobi method's ``O(d^3)`` sweeps would take minutes) and the
 least-squares fallback of a singular Newton system (LAPACK).
 
 Data stay as given: a dense NumPy array or a SciPy sparse matrix (converted to CSR).  Sparse
@@ -365,7 +366,7 @@ class FiniteSum(Problem):
         self._c_star = self._curv(z, self.y)
         scale = 1.0 if self.loss_kind == "squared" else 0.25
         self.H_star = self._hessian(ts)
-        eig_star = symmetric_eigenvalues(self.H_star)
+        eig_star = _eigenvalues(self.H_star)
         self.mu = max(float(eig_star[0]), 0.0)
         if self.loss_kind == "squared":  # H* = A^T W A + lam I
             self.L = float(eig_star[-1])
@@ -691,12 +692,25 @@ def _solve_psd(Hm: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(Hm, g, rcond=None)[0]
 
 
+#: the largest ``d`` whose eigenvalues come from the portable Jacobi method (a few ms at
+#: ``d = 30``, about 2 s at 300: ``benchmarks/bench_symmetric_eigen.py``); LAPACK / ARPACK above
+PORTABLE_EIGEN_MAX = 300
+
+
+def _eigenvalues(M: np.ndarray) -> np.ndarray:
+    """Eigenvalues (ascending) of a symmetric matrix: the Jacobi method for
+    ``d <= PORTABLE_EIGEN_MAX`` (:func:`convkit._symmetric_eigen.symmetric_eigenvalues`, the
+    same bits on every x86-64 CPU), LAPACK's ``eigvalsh`` for larger ones."""
+    if M.shape[0] <= PORTABLE_EIGEN_MAX:
+        return symmetric_eigenvalues(M)
+    return np.linalg.eigvalsh(M)
+
+
 def _largest_eigenvalue(M: np.ndarray) -> float:
-    """Largest eigenvalue of a symmetric PSD matrix: the portable Jacobi method for
-    ``d <= 300`` (:func:`convkit._symmetric_eigen.symmetric_eigenvalues`, the same bits on
-    every x86-64 CPU), Lanczos (ARPACK) to relative 1e-12 otherwise."""
-    if M.shape[0] <= 300:
-        return float(symmetric_eigenvalues(M)[-1])
+    """Largest eigenvalue of a symmetric PSD matrix: :func:`_eigenvalues` for
+    ``d <= PORTABLE_EIGEN_MAX``, Lanczos (ARPACK) to relative 1e-12 otherwise."""
+    if M.shape[0] <= PORTABLE_EIGEN_MAX:
+        return float(_eigenvalues(M)[-1])
     from scipy.sparse.linalg import eigsh
 
     v0 = np.ones(M.shape[0])
