@@ -177,9 +177,11 @@ def test_lazily_compiled_kernels_are_built_before_the_threads_start(monkeypatch)
     engine's warm-up step in the calling thread builds lazy kernels before the threads start:
     a run compiling its kernels on threads equals the serial one."""
     from convkit import _kernel_switch
-    from convkit.problems import finite_sum
+    from convkit.problems import _finite_sum_kernels
 
-    monkeypatch.delitem(_kernel_switch._BUILT, finite_sum.FINITE_SUM_KERNELS, raising=False)
+    monkeypatch.delitem(
+        _kernel_switch._BUILT, _finite_sum_kernels.FINITE_SUM_KERNELS, raising=False
+    )
     rng = np.random.default_rng(0)
     A = rng.standard_normal((12, 3))
     prob = ck.FiniteLeastSquares(A, A @ np.ones(3), lam=0.1, sampling="reshuffle")

@@ -62,8 +62,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._jit import cacheable
-from .._kernel_switch import compiled
 from .._symmetric_eigen import symmetric_eigenvalues
 from ..backend import RandomStream, namespace_of, to_numpy
 from ..validation import (
@@ -74,6 +72,7 @@ from ..validation import (
     real,
     text,
 )
+from ._finite_sum_kernels import get_kernels as _get_kernels
 from ._fixed_order import cholesky_solve, row_dot, vec_mat
 from ._libm_loss import bernoulli_kl, sigmoid, softplus
 from .base import Problem
@@ -715,97 +714,3 @@ def _largest_eigenvalue(M: np.ndarray) -> float:
 
     v0 = np.ones(M.shape[0])
     return float(eigsh(M, k=1, which="LA", tol=1e-12, v0=v0, return_eigenvectors=False)[0])
-
-
-# ---------------------------------------------------------------------- fused kernels
-#: reassociation lets LLVM vectorise the dot products (sums in a different order, to rounding
-#: error); no "no-NaN/no-inf" assumptions, so divergence still shows up as inf/NaN
-_FAST = {"reassoc", "contract"}
-#: the name of the (dense, csr) kernels in :func:`compiled`'s cache
-FINITE_SUM_KERNELS = "problems.finite_sum.steps"
-
-
-def _get_kernels() -> Any:
-    """(dense, csr) numba kernels of the in-place SGD step, or None (also while the kernels
-    are switched off: ``convkit.kernels(enabled=False)``); built once, under a lock, by
-    :func:`convkit._kernel_switch.compiled` (simulate runs replicate blocks on threads)."""
-    return compiled(FINITE_SUM_KERNELS, _compile_kernels)
-
-
-def _compile_kernels() -> Any:
-    """Compile the (dense, csr) kernels."""
-    import numba
-
-    @numba.njit(cache=True, nogil=True)
-    def dloss(z, y, lossc):  # pragma: no cover - compiled
-        if lossc == 0:
-            return z - y
-        m = -y * z
-        if m >= 0:
-            return -y / (1.0 + np.exp(-m))
-        e = np.exp(m)
-        return -y * e / (1.0 + e)
-
-    cacheable(dloss, "finite_sum.dloss")  # a closure variable of the kernels (convkit._jit)
-
-    @numba.njit(cache=True, nogil=True, fastmath=_FAST)
-    def dense(theta, idx, A, y, lossc, lam, gamma, mean, want):  # pragma: no cover
-        R, P, b = idx.shape
-        d = theta.shape[2]
-        c = np.empty(b)
-        invP = 1.0 / P
-        for r in range(R):
-            if want:
-                for k in range(d):
-                    mean[r, k] = 0.0
-            for p in range(P):
-                for j in range(b):
-                    i = idx[r, p, j]
-                    acc = 0.0
-                    for k in range(d):
-                        acc += A[i, k] * theta[r, p, k]
-                    c[j] = dloss(acc, y[i], lossc) * gamma / b
-                if lam != 0:
-                    for k in range(d):
-                        theta[r, p, k] -= gamma * lam * theta[r, p, k]
-                for j in range(b):
-                    i = idx[r, p, j]
-                    cj = c[j]
-                    for k in range(d):
-                        theta[r, p, k] -= cj * A[i, k]
-                if want:
-                    for k in range(d):
-                        mean[r, k] += theta[r, p, k] * invP
-
-    @numba.njit(cache=True, nogil=True, fastmath=_FAST)
-    def csr(
-        theta, idx, indptr, indices, data, y, lossc, lam, gamma, mean, want
-    ):  # pragma: no cover
-        R, P, b = idx.shape
-        d = theta.shape[2]
-        c = np.empty(b)
-        invP = 1.0 / P
-        for r in range(R):
-            if want:
-                for k in range(d):
-                    mean[r, k] = 0.0
-            for p in range(P):
-                for j in range(b):
-                    i = idx[r, p, j]
-                    acc = 0.0
-                    for q in range(indptr[i], indptr[i + 1]):
-                        acc += data[q] * theta[r, p, indices[q]]
-                    c[j] = dloss(acc, y[i], lossc) * gamma / b
-                if lam != 0:
-                    for k in range(d):
-                        theta[r, p, k] -= gamma * lam * theta[r, p, k]
-                for j in range(b):
-                    i = idx[r, p, j]
-                    cj = c[j]
-                    for q in range(indptr[i], indptr[i + 1]):
-                        theta[r, p, indices[q]] -= cj * data[q]
-                if want:
-                    for k in range(d):
-                        mean[r, k] += theta[r, p, k] * invP
-
-    return (dense, csr)
